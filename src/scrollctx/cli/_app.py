@@ -1,0 +1,118 @@
+"""The ``scroll`` command: the group, shared option bundles, output helpers and exit codes.
+
+Exit codes are decided in one place, :func:`invoke`, from ``ScrollError.exit_code``: 0 success
+(including "no results"), 1 operational error, 2 usage or configuration error, 3 integrity
+problem in a store, 130 interrupted. A broken pipe exits quietly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from scrollctx.config import Config, resolve_config
+from scrollctx.errors import ScrollError
+
+__all__ = ["emit", "invoke", "json_option", "make_group", "store_option", "warn"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def make_group() -> click.Group:
+    """Create the bare ``scroll`` group; command modules register onto it."""
+
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(package_name="scrollctx", prog_name="scroll")
+    @click.option("--debug", is_flag=True, envvar="SCROLL_DEBUG", help="Show tracebacks.")
+    def scroll(debug: bool) -> None:
+        """Scroll: a lossless Event Log, a sandboxed kernel and a bounded working view for agents.
+
+        Example: scroll ingest ../shared/data/locomo/locomo10.json && scroll search "adoption"
+        """
+
+    return scroll
+
+
+def store_option(func: F) -> F:
+    """Add ``--store DIR`` (env ``SCROLL_STORE``, default ``./.scroll``), passed as ``config``."""
+
+    def _to_config(ctx: click.Context, param: click.Parameter, value: str | None) -> Config:
+        return resolve_config(value)
+
+    return click.option(
+        "--store",
+        "config",
+        metavar="DIR",
+        envvar="SCROLL_STORE",
+        callback=_to_config,
+        help="Store folder (default ./.scroll; env SCROLL_STORE).",
+    )(func)
+
+
+def json_option(func: F) -> F:
+    """Add ``--json``: print exactly one JSON document to stdout."""
+    return click.option("--json", "json_", is_flag=True, help="Print one JSON document.")(func)
+
+
+def emit(data: Any, *, as_json: bool, human: Callable[[Any], str]) -> None:
+    """Print ``data`` as JSON or through its human renderer; stdout carries data only."""
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False, default=str))
+    else:
+        text = human(data)
+        if text:
+            click.echo(text)
+
+
+def warn(message: str) -> None:
+    """Write a warning to stderr (never stdout)."""
+    click.echo(message, err=True)
+
+
+def invoke(group: click.Group, args: Sequence[str] | None = None) -> int:
+    """Run the CLI and map every outcome to an exit code; never show a traceback by default."""
+    argv = list(sys.argv[1:] if args is None else args)
+    as_json = "--json" in argv
+    debug = "--debug" in argv or os.environ.get("SCROLL_DEBUG", "").lower() in {"1", "true"}
+    try:
+        group.main(args=argv, prog_name="scroll", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        return 130
+    except KeyboardInterrupt:
+        return 130
+    except click.ClickException as exc:
+        return _fail(type(exc).__name__, exc.format_message(), exc.exit_code, as_json)
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+    except ScrollError as exc:
+        if debug:
+            raise
+        return _fail(type(exc).__name__, str(exc), exc.exit_code, as_json)
+    except Exception as exc:  # noqa: BLE001 - last resort: one line plus a hint, not a traceback
+        if debug:
+            raise
+        message = f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
+        return _fail("InternalError", message, 1, as_json)
+    return 0
+
+
+def _fail(kind: str, message: str, code: int, as_json: bool) -> int:
+    if as_json:
+        click.echo(json.dumps({"error": {"type": kind, "message": message}}), err=True)
+    else:
+        click.echo(f"Error: {message}", err=True)
+    return code
+
+
+def _silence_stdout() -> None:
+    # After a broken pipe, Python would complain again while flushing stdout at exit.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

@@ -1,0 +1,160 @@
+"""The one exception tree of scrollctx.
+
+Every error the library raises on purpose derives from :class:`ScrollError`. Branches say who
+must act; ``exit_code`` says how the ``scroll`` command ends when the error reaches it::
+
+    ScrollError                      exit 1
+    ├── UsageError                   exit 2   the caller passed something invalid
+    │   ├── ConfigError              exit 2   configuration is missing or inconsistent
+    │   └── QueryError               exit 2   an ms query / SQL statement that cannot run
+    ├── StoreError                   exit 1   the Event Log or payload store failed
+    │   ├── IntegrityError           exit 3   a torn, corrupt or foreign store file
+    │   └── PayloadMissing           exit 3   an externalized payload file is gone
+    ├── KernelError                  exit 1   the sandboxed worker
+    │   ├── SandboxUnavailable       exit 2   a required sandbox layer does not hold here
+    │   ├── CellTimeout              exit 1
+    │   ├── WorkerCrashed            exit 1
+    │   └── ProtocolError            exit 1   the worker sent a frame the host rejects
+    ├── BackendError                 exit 1   an LLM provider
+    │   ├── MissingCredentials       exit 2
+    │   ├── RateLimited              exit 1
+    │   ├── BackendUnavailable       exit 1
+    │   └── BadResponse              exit 1
+    └── MissingDependency            exit 2   an optional extra is not installed
+
+Exceptions carry their data as attributes, never print or log when built, and are raised
+``from`` their cause. Messages say what happened, the value involved and the next step.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BackendError",
+    "BackendUnavailable",
+    "BadResponse",
+    "CellTimeout",
+    "ConfigError",
+    "IntegrityError",
+    "KernelError",
+    "MissingCredentials",
+    "MissingDependency",
+    "PayloadMissing",
+    "ProtocolError",
+    "QueryError",
+    "RateLimited",
+    "SandboxUnavailable",
+    "ScrollError",
+    "StoreError",
+    "UsageError",
+    "WorkerCrashed",
+]
+
+
+class ScrollError(Exception):
+    """Base of every error scrollctx raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(ScrollError):
+    """The caller passed something invalid."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """Configuration is missing or inconsistent."""
+
+
+class QueryError(UsageError):
+    """A memory-surface query or SQL statement that cannot run as written."""
+
+    def __init__(self, message: str, *, query: str | None = None) -> None:
+        super().__init__(message)
+        self.query = query
+
+
+class StoreError(ScrollError):
+    """The Event Log or the payload store failed."""
+
+
+class IntegrityError(StoreError):
+    """A store file is torn, corrupt or not a scrollctx store."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class PayloadMissing(StoreError):
+    """An externalized payload file referenced by the log is gone."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, seq: int | None = None, sha256: str | None = None) -> None:
+        super().__init__(message)
+        self.seq = seq
+        self.sha256 = sha256
+
+
+class KernelError(ScrollError):
+    """The sandboxed worker process failed."""
+
+
+class SandboxUnavailable(KernelError):
+    """A sandbox layer the policy requires does not hold on this machine."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, layers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.layers = layers or {}
+
+
+class CellTimeout(KernelError):
+    """A cell ran past its deadline."""
+
+
+class WorkerCrashed(KernelError):
+    """The worker process died."""
+
+
+class ProtocolError(KernelError):
+    """The worker sent a frame the host rejects."""
+
+
+class BackendError(ScrollError):
+    """An LLM provider failed."""
+
+
+class MissingCredentials(BackendError):
+    """No key or endpoint is configured for the chosen backend."""
+
+    exit_code = 2
+
+
+class RateLimited(BackendError):
+    """The provider answered 429 after all retries."""
+
+
+class BackendUnavailable(BackendError):
+    """The provider could not be reached or answered 5xx after all retries."""
+
+
+class BadResponse(BackendError):
+    """The provider answered with something we cannot use."""
+
+
+class MissingDependency(ScrollError):
+    """An optional extra is not installed."""
+
+    exit_code = 2
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package} is not installed; install it with: pip install 'scrollctx[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra

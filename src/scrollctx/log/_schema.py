@@ -1,0 +1,151 @@
+"""Schema history of the Event Log, as code.
+
+Migrations are an ordered list of uniquely numbered ``mNNN_what`` functions. Each runs once, in
+its own transaction, and is recorded in ``_migrations``. Never edit a migration that has
+shipped: add a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+__all__ = ["MIGRATIONS", "apply_migrations", "fts5_available"]
+
+Migration = Callable[[sqlite3.Connection, bool], None]
+
+
+def m001_conversation_history(conn: sqlite3.Connection, fts5: bool) -> None:
+    # One table for every agent, session and kind: ``seq`` is the only address and must be
+    # global, so AUTOINCREMENT guarantees a seq is never reused even after the last row is
+    # gone (rows are never deleted, but a rolled-back batch must not hand its seqs out again).
+    # ``prose``/``code`` hold the fenced-code split of ``content`` so search can weight them
+    # apart; ``label`` is the write-time extractive label for rows without a headline.
+    conn.execute(
+        """
+        CREATE TABLE conversation_history (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL,
+            agent_id TEXT,
+            run_id TEXT,
+            task_id TEXT,
+            step_index INTEGER,
+            msg_index INTEGER,
+            kind TEXT NOT NULL,
+            role TEXT,
+            name TEXT,
+            content TEXT NOT NULL DEFAULT '',
+            prose TEXT NOT NULL DEFAULT '',
+            code TEXT NOT NULL DEFAULT '',
+            headline TEXT,
+            label TEXT,
+            tool_call_id TEXT,
+            tool_input TEXT,
+            tool_state TEXT,
+            metadata TEXT NOT NULL DEFAULT '{}',
+            created_at TEXT NOT NULL,
+            dedup_key TEXT,
+            payload_sha256 TEXT,
+            payload_size INTEGER,
+            searchable INTEGER NOT NULL DEFAULT 1
+        )
+        """
+    )
+    for name, columns in [
+        ("ch_session", "session_id, seq"),
+        ("ch_task", "task_id, seq"),
+        ("ch_kind", "kind"),
+        ("ch_created_at", "created_at"),
+        ("ch_tool_call", "tool_call_id"),
+        ("ch_step", "step_index, msg_index"),
+    ]:
+        conn.execute(f"CREATE INDEX {name} ON conversation_history({columns})")
+    # NULL dedup keys never conflict, so only keyed appends are idempotent.
+    conn.execute(
+        "CREATE UNIQUE INDEX ch_dedup ON conversation_history(session_id, dedup_key)"
+    )
+    # Append-only is enforced by the database itself, not by convention in Python.
+    for action in ("UPDATE", "DELETE"):
+        conn.execute(
+            f"""
+            CREATE TRIGGER ch_no_{action.lower()} BEFORE {action} ON conversation_history
+            BEGIN
+                SELECT RAISE(ABORT, 'conversation_history is append-only: {action} refused');
+            END
+            """
+        )
+    if fts5:
+        _create_fts(conn)
+
+
+def _create_fts(conn: sqlite3.Connection) -> None:
+    # External content: the text lives once, in conversation_history. Rows marked not
+    # searchable (recall-tool observations) stay out, so recall never finds its own echoes.
+    conn.execute(
+        """
+        CREATE VIRTUAL TABLE conversation_history_fts USING fts5(
+            prose, code, headline,
+            content='conversation_history', content_rowid='seq',
+            tokenize='porter unicode61'
+        )
+        """
+    )
+    conn.execute(
+        """
+        CREATE TRIGGER ch_fts_insert AFTER INSERT ON conversation_history
+        WHEN new.searchable
+        BEGIN
+            INSERT INTO conversation_history_fts(rowid, prose, code, headline)
+            VALUES (new.seq, new.prose, new.code, COALESCE(new.headline, ''));
+        END
+        """
+    )
+
+
+def m002_store_meta(conn: sqlite3.Connection, fts5: bool) -> None:
+    # Facts about the store that readers need without guessing (is FTS5 there?).
+    conn.execute("CREATE TABLE _meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO _meta(key, value) VALUES ('fts5', ?)", ("1" if fts5 else "0",))
+
+
+MIGRATIONS: list[tuple[str, Migration]] = [
+    ("m001_conversation_history", m001_conversation_history),
+    ("m002_store_meta", m002_store_meta),
+]
+
+
+def fts5_available(conn: sqlite3.Connection) -> bool:
+    """Return whether this SQLite build can create FTS5 tables."""
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp._fts5_probe USING fts5(x)")
+    except sqlite3.OperationalError:
+        return False
+    conn.execute("DROP TABLE temp._fts5_probe")
+    return True
+
+
+def apply_migrations(conn: sqlite3.Connection, *, fts5: bool) -> list[str]:
+    """Apply every migration not yet recorded; return the names applied now."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    done = {row[0] for row in conn.execute("SELECT name FROM _migrations")}
+    applied = []
+    for name, migration in MIGRATIONS:
+        if name in done:
+            continue
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if conn.execute("SELECT 1 FROM _migrations WHERE name = ?", (name,)).fetchone():
+                conn.execute("ROLLBACK")  # another process applied it while we waited
+                continue
+            migration(conn, fts5)
+            conn.execute(
+                "INSERT INTO _migrations(name, applied_at) VALUES (?, datetime('now'))", (name,)
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        applied.append(name)
+    return applied

@@ -1,0 +1,344 @@
+"""The SQLite Event Log: one append-only table, global ``seq``, FTS5 kept in sync by trigger.
+
+Invariants:
+
+- An append returns only after its transaction committed (``synchronous=FULL`` in WAL mode), so
+  a killed process loses nothing it was told was written, and a batch is all-or-nothing.
+- ``seq`` is assigned by the database and never reused; rows are never updated or deleted
+  (triggers refuse it).
+- Appends carrying a ``dedup_key`` are idempotent per ``(session_id, dedup_key)``: a repeat
+  returns the seq of the first.
+- A file that is not a healthy scrollctx store raises :class:`IntegrityError`; it is never
+  replaced or "repaired" silently.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from scrollctx.errors import IntegrityError, StoreError, UsageError
+from scrollctx.log._events import Event, NewEvent, utc_now_iso
+from scrollctx.log._payloads import (
+    DEFAULT_THRESHOLD,
+    ArtifactRef,
+    PayloadStore,
+    ToolResultRef,
+    preview_of,
+)
+from scrollctx.log._schema import apply_migrations, fts5_available
+from scrollctx.log._text import extractive_label, split_prose_code
+
+__all__ = ["EventLog"]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SQLITE_CORRUPT = 11
+_SQLITE_NOTADB = 26
+_INSERT = """
+INSERT INTO conversation_history (
+    session_id, agent_id, run_id, task_id, step_index, msg_index, kind, role, name,
+    content, prose, code, headline, label, tool_call_id, tool_input, tool_state, metadata,
+    created_at, dedup_key, payload_sha256, payload_size, searchable
+) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+RETURNING seq
+"""
+
+
+class EventLog:
+    """The append-only Event Log of one store.
+
+    Open it with :meth:`open`; use it as a context manager or call :meth:`close`. One instance
+    may be shared between threads: writes are serialized by a lock, and SQLite (WAL) lets other
+    processes read and append at the same time.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        payloads: PayloadStore,
+        *,
+        payload_threshold: int = DEFAULT_THRESHOLD,
+    ) -> None:
+        self._conn = conn
+        self.path = path
+        self.payloads = payloads
+        self.payload_threshold = payload_threshold
+        self._lock = threading.RLock()
+        self._depth = 0
+        row = conn.execute("SELECT value FROM _meta WHERE key = 'fts5'").fetchone()
+        self.has_fts5 = bool(row and row[0] == "1")
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        payload_dir: str | Path | None = None,
+        fts5: bool | None = None,
+        payload_threshold: int = DEFAULT_THRESHOLD,
+        verify: bool = False,
+    ) -> EventLog:
+        """Open (creating if needed) the Event Log at ``path``.
+
+        Args:
+            path: the SQLite file; its folder is created if missing.
+            payload_dir: where externalized payloads go (default: ``payloads/`` beside the file).
+            fts5: force full-text search on or off for a *new* store; ``None`` detects it.
+            payload_threshold: content above this many UTF-8 bytes is externalized.
+            verify: run ``PRAGMA quick_check`` before returning.
+
+        Raises:
+            IntegrityError: the file is not a SQLite database, is corrupt, or is not a store.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _check_header(path)
+        conn = _connect(path)
+        try:
+            _reject_foreign(conn, path)
+            use_fts5 = fts5_available(conn) if fts5 is None else fts5
+            apply_migrations(conn, fts5=use_fts5)
+            log = cls(
+                conn,
+                path,
+                PayloadStore(Path(payload_dir) if payload_dir else path.parent / "payloads"),
+                payload_threshold=payload_threshold,
+            )
+            if verify:
+                log.check()
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise IntegrityError(f"{path} is not a usable Event Log: {exc}", path=str(path)) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return log
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection. The log must not be used afterwards."""
+        self._conn.close()
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def check(self) -> None:
+        """Run ``PRAGMA quick_check``; raise :class:`IntegrityError` on any problem."""
+        rows = [r[0] for r in self._conn.execute("PRAGMA quick_check")]
+        if rows != ["ok"]:
+            raise IntegrityError(
+                f"{self.path} failed quick_check: {'; '.join(rows[:5])}", path=str(self.path)
+            )
+
+    @contextmanager
+    def atomic(self) -> Iterator[sqlite3.Connection]:
+        """Run a block in one transaction; nested blocks become savepoints."""
+        with self._lock:
+            if self._depth == 0:
+                self._conn.execute("BEGIN IMMEDIATE")
+            else:
+                self._conn.execute(f"SAVEPOINT sp{self._depth}")
+            self._depth += 1
+            try:
+                yield self._conn
+            except BaseException:
+                self._depth -= 1
+                if self._depth == 0:
+                    self._conn.execute("ROLLBACK")
+                else:
+                    # ROLLBACK TO leaves the savepoint open; RELEASE closes it.
+                    self._conn.execute(f"ROLLBACK TO sp{self._depth}")
+                    self._conn.execute(f"RELEASE sp{self._depth}")
+                raise
+            self._depth -= 1
+            self._conn.execute("COMMIT" if self._depth == 0 else f"RELEASE sp{self._depth}")
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, event: NewEvent) -> int:
+        """Append one event durably and return its seq (the existing seq for a dedup repeat)."""
+        return self.append_many([event])[0]
+
+    def append_many(self, events: Iterable[NewEvent]) -> list[int]:
+        """Append events in one transaction: all become durable, or none do."""
+        rows = [self._prepare(event) for event in events]
+        seqs: list[int] = []
+        try:
+            with self.atomic() as conn:
+                for row in rows:
+                    seqs.append(self._insert(conn, row))
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(self.path, "append", exc) from exc
+        return seqs
+
+    def _prepare(self, event: NewEvent) -> tuple[Any, ...]:
+        if not event.session_id:
+            raise UsageError("an event needs a non-empty session_id")
+        if not event.kind:
+            raise UsageError("an event needs a non-empty kind")
+        content = event.content or ""
+        prose, code = split_prose_code(content)
+        label = None if event.headline else extractive_label(content)
+        sha256: str | None = None
+        size: int | None = None
+        data = content.encode("utf-8")
+        if len(data) > self.payload_threshold:
+            sha256, size = self.payloads.put(data), len(data)
+            content = preview_of(content, size)
+            prose, code = split_prose_code(content)
+        return (
+            event.session_id,
+            event.agent_id,
+            event.run_id,
+            event.task_id,
+            event.step_index,
+            event.msg_index,
+            event.kind,
+            event.role,
+            event.name,
+            content,
+            prose,
+            code,
+            event.headline,
+            label,
+            event.tool_call_id,
+            None if event.tool_input is None else _dumps(event.tool_input),
+            event.tool_state,
+            _dumps(event.metadata or {}),
+            event.created_at or utc_now_iso(),
+            event.dedup_key,
+            sha256,
+            size,
+            1 if event.searchable else 0,
+        )
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
+        # Look before inserting: a conflicting INSERT would still burn an AUTOINCREMENT value,
+        # leaving gaps in seq on every re-import. The write lock (BEGIN IMMEDIATE) is held, so
+        # no other writer can slip in between the look and the insert.
+        session_id, dedup_key = row[0], row[19]
+        if dedup_key is not None:
+            existing = conn.execute(
+                "SELECT seq FROM conversation_history WHERE session_id = ? AND dedup_key = ?",
+                (session_id, dedup_key),
+            ).fetchone()
+            if existing is not None:
+                return int(existing[0])
+        return int(conn.execute(_INSERT, row).fetchone()[0])
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, seq: int) -> Event:
+        """Return the event at ``seq``; raise :class:`UsageError` if there is none."""
+        found = self.events([seq])
+        if not found:
+            raise UsageError(f"no event at seq {seq} (last seq is {self.last_seq()})")
+        return found[0]
+
+    def events(self, seqs: Sequence[int]) -> list[Event]:
+        """Return the events at these seqs, in seq order; unknown seqs are skipped."""
+        wanted = sorted({int(s) for s in seqs})
+        found: list[Event] = []
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            found += self._select(f"seq IN ({marks})", chunk)
+        return found
+
+    def span(self, lo: int, hi: int) -> list[Event]:
+        """Return every event with ``lo <= seq <= hi``, in seq order."""
+        return self._select("seq BETWEEN ? AND ?", (lo, hi))
+
+    def session_events(self, session_id: str, *, after_seq: int = 0) -> list[Event]:
+        """Return one session's events after ``after_seq``, in seq order."""
+        return self._select("session_id = ? AND seq > ?", (session_id, after_seq))
+
+    def last_seq(self) -> int:
+        """Return the highest seq ever assigned (0 for an empty log)."""
+        row = self._conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'conversation_history'"
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def count(self) -> int:
+        """Return the number of events."""
+        return int(self._conn.execute("SELECT count(*) FROM conversation_history").fetchone()[0])
+
+    def full_text(self, event: Event) -> str:
+        """Return the event's whole content, reading an externalized payload if needed."""
+        if event.payload_sha256 is None:
+            return event.content
+        return self.payloads.get(event.payload_sha256, seq=event.seq).decode("utf-8")
+
+    def payload_ref(self, event: Event) -> ToolResultRef | ArtifactRef | None:
+        """Return a lazy handle on the event's externalized payload, or ``None`` if inline."""
+        if event.payload_sha256 is None or event.payload_size is None:
+            return None
+        ref_type = ToolResultRef if event.kind == "tool_result" else ArtifactRef
+        return ref_type(event.seq, event.payload_sha256, event.payload_size, event.content, self.payloads)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """Run a read query on the log's own connection (for trusted library code only)."""
+        try:
+            return list(self._conn.execute(sql, params))
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(self.path, "read", exc) from exc
+
+    def _select(self, where: str, params: Sequence[Any]) -> list[Event]:
+        rows = self.execute(f"SELECT * FROM conversation_history WHERE {where} ORDER BY seq", params)
+        return [Event.from_row(row) for row in rows]
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 30000")
+    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise sqlite3.DatabaseError(f"could not switch {path} to WAL (journal_mode={mode})")
+    conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def _check_header(path: Path) -> None:
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb") as handle:
+        header = handle.read(len(_SQLITE_MAGIC))
+    if header != _SQLITE_MAGIC:
+        raise IntegrityError(
+            f"{path} is not a SQLite database (bad header); move it aside to start a new store",
+            path=str(path),
+        )
+
+
+def _reject_foreign(conn: sqlite3.Connection, path: Path) -> None:
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if tables and "_migrations" not in tables:
+        raise IntegrityError(
+            f"{path} is a SQLite database but not a scrollctx store "
+            f"(tables: {', '.join(sorted(tables)[:5])}); point --store at another folder",
+            path=str(path),
+        )
+
+
+def _store_error(path: Path, action: str, exc: sqlite3.DatabaseError) -> StoreError:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return IntegrityError(f"{path} is corrupt ({action} failed: {exc})", path=str(path))
+    return StoreError(f"{action} on {path} failed: {exc}")

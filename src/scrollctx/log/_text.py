@@ -1,0 +1,60 @@
+"""Text derived from an event at write time: the prose/code split for search and the label.
+
+Both are deterministic functions of the content, computed once when the row is appended, so
+search and the eviction index never need a model call to describe a row.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["LABEL_MAX_CHARS", "extractive_label", "split_prose_code"]
+
+LABEL_MAX_CHARS = 120
+
+_FENCE = re.compile(r"(^|\n)(```|~~~)[^\n]*\n(.*?)(\n\2[ \t]*(?=\n|$)|$)", re.DOTALL)
+_SESSION_TAG = re.compile(r"^\s*\[Session [^\]]*\]\s*(\w+:\s*)?")
+_FILLER = re.compile(
+    r"^(certainly|sure|of course|great|absolutely|okay|ok|yes|hi|hello|hey)( there)?[!.,]+\s*",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s")
+
+
+def split_prose_code(content: str) -> tuple[str, str]:
+    """Split fenced code blocks out of ``content``.
+
+    Returns ``(prose, code)``: the prose keeps a ``‹code›`` marker where each block stood, the
+    code column holds the blocks' bodies joined by blank lines. Text without fences is all prose.
+    """
+    if "```" not in content and "~~~" not in content:
+        return content, ""
+    blocks: list[str] = []
+
+    def _take(match: re.Match[str]) -> str:
+        blocks.append(match.group(3))
+        return f"{match.group(1)}‹code›"
+
+    prose = _FENCE.sub(_take, content)
+    return prose, "\n\n".join(blocks)
+
+
+def extractive_label(content: str, max_chars: int = LABEL_MAX_CHARS) -> str | None:
+    """Return a one-line label taken from the content itself: its first informative sentence.
+
+    The ``[Session N | date] role:`` tag and conversational filler ("Certainly!") are skipped so
+    the label says what the turn is about. Returns ``None`` for empty content.
+    """
+    prose, _ = split_prose_code(content)
+    text = _SESSION_TAG.sub("", prose.strip())
+    text = _FILLER.sub("", text).strip()
+    text = " ".join(text.replace("‹code›", " ").split())
+    if not text:
+        return None
+    first = _SENTENCE_END.split(text, maxsplit=1)[0]
+    if len(first) < 24 and len(text) > len(first):
+        first = text
+    if len(first) <= max_chars:
+        return first
+    cut = first[: max_chars - 1].rsplit(" ", 1)[0] or first[: max_chars - 1]
+    return cut + "…"

@@ -1,0 +1,61 @@
+"""Shared fixtures: every test gets a clean environment and real store files under tmp_path."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from scrollctx.log import EventLog
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+
+def pytest_report_header() -> list[str]:
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+        fts5 = "yes"
+    except sqlite3.OperationalError:
+        fts5 = "no"
+    return [f"sqlite: {sqlite3.sqlite_version}, fts5: {fts5}", f"shared data: {SHARED_DATA}"]
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Clear SCROLL_* and provider variables and point HOME at a temp folder."""
+    import os
+
+    for name in list(os.environ):
+        if name.startswith(("SCROLL_", "OPENAI_", "ANTHROPIC_")):
+            monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    """A fresh, empty store folder."""
+    path = tmp_path / "store"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def event_log(store_dir: Path) -> Iterator[EventLog]:
+    """A real Event Log file, migrated, closed after the test."""
+    log = EventLog.open(store_dir / "history.db")
+    yield log
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The benchmark data shipped beside the repo (never copied into it)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data not found at {SHARED_DATA}")
+    return SHARED_DATA
