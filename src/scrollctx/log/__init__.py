@@ -13,14 +13,14 @@ from scrollctx.log._store import EventLog
 from scrollctx.log._text import extractive_label, split_prose_code
 
 __all__ = [
-    "DEFAULT_THRESHOLD",
-    "PREVIEW_CHARS",
     "ArtifactRef",
+    "DEFAULT_THRESHOLD",
     "Event",
     "EventLog",
     "EventStore",
     "Kind",
     "NewEvent",
+    "PREVIEW_CHARS",
     "PayloadStore",
     "ToolResultRef",
     "extractive_label",

@@ -99,7 +99,10 @@ class EventLog:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         _check_header(path)
-        conn = _connect(path)
+        try:
+            conn = _connect(path)
+        except sqlite3.DatabaseError as exc:
+            raise IntegrityError(f"{path} is not a usable Event Log: {exc}", path=str(path)) from exc
         try:
             _reject_foreign(conn, path)
             use_fts5 = fts5_available(conn) if fts5 is None else fts5
@@ -306,12 +309,16 @@ def _dumps(value: Any) -> str:
 
 def _connect(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout = 30000")
-    mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-    if str(mode).lower() != "wal":
-        raise sqlite3.DatabaseError(f"could not switch {path} to WAL (journal_mode={mode})")
-    conn.execute("PRAGMA synchronous = FULL")
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout = 30000")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise sqlite3.DatabaseError(f"could not switch {path} to WAL (journal_mode={mode})")
+        conn.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 

@@ -1,0 +1,226 @@
+"""The Event Log on real SQLite files: append-only, idempotent, durable, honest about damage."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from scrollctx.errors import IntegrityError, PayloadMissing, UsageError
+from scrollctx.log import EventLog, Kind, NewEvent, ToolResultRef
+
+
+def _turn(text: str, *, key: str | None = None, session: str = "s1", **extra: object) -> NewEvent:
+    return NewEvent(session_id=session, kind=Kind.USER_MESSAGE, role="user", content=text,
+                    dedup_key=key, **extra)  # type: ignore[arg-type]
+
+
+def test_append_assigns_increasing_seqs_and_round_trips(event_log: EventLog) -> None:
+    first = event_log.append(_turn("plan a trip to Lisbon", metadata={"date": "2024-05-01"}))
+    second = event_log.append(
+        NewEvent(
+            session_id="s1",
+            kind=Kind.TOOL_CALL,
+            name="search_flights",
+            tool_call_id="call-1",
+            tool_input={"to": "LIS", "max": 3},
+            step_index=2,
+            msg_index=7,
+        )
+    )
+    assert second > first
+    stored = event_log.get(second)
+    assert stored.tool_input == {"to": "LIS", "max": 3}
+    assert (stored.step_index, stored.msg_index, stored.name) == (2, 7, "search_flights")
+    assert event_log.get(first).metadata == {"date": "2024-05-01"}
+    assert event_log.get(first).created_at.endswith("Z")
+
+
+def test_rows_cannot_be_updated_or_deleted(event_log: EventLog, store_dir: Path) -> None:
+    seq = event_log.append(_turn("immutable"))
+    conn = sqlite3.connect(store_dir / "history.db")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        conn.execute("UPDATE conversation_history SET content = 'changed' WHERE seq = ?", (seq,))
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        conn.execute("DELETE FROM conversation_history")
+    conn.close()
+    assert event_log.get(seq).content == "immutable"
+
+
+def test_dedup_key_makes_appends_idempotent_without_burning_seqs(event_log: EventLog) -> None:
+    first = event_log.append(_turn("once", key="k1"))
+    again = event_log.append(_turn("once, resent", key="k1"))
+    other_session = event_log.append(_turn("same key elsewhere", key="k1", session="s2"))
+    assert again == first
+    assert other_session == first + 1
+    assert event_log.count() == 2
+    assert event_log.get(first).content == "once"
+
+
+def test_seq_is_never_reused_after_a_rolled_back_batch(event_log: EventLog) -> None:
+    event_log.append(_turn("kept"))
+    with pytest.raises(UsageError):
+        event_log.append_many([_turn("lost with its batch"), NewEvent(session_id="", kind="x")])
+    assert event_log.count() == 1
+    later = event_log.append(_turn("after"))
+    assert later == 2  # the failed batch was rejected before anything was inserted
+
+
+def test_batch_is_atomic_when_the_database_refuses_a_row(event_log: EventLog) -> None:
+    before = event_log.count()
+    with pytest.raises(sqlite3.OperationalError):
+        with event_log.atomic() as conn:
+            event_log.append(_turn("inside"))
+            conn.execute("INSERT INTO no_such_table VALUES (1)")
+    assert event_log.count() == before
+
+
+def test_nested_atomic_rolls_back_only_the_inner_block(event_log: EventLog) -> None:
+    with event_log.atomic():
+        event_log.append(_turn("outer"))
+        with pytest.raises(UsageError):
+            with event_log.atomic():
+                event_log.append(_turn("inner"))
+                raise UsageError("abandon inner")
+    assert [e.content for e in event_log.span(1, 99)] == ["outer"]
+
+
+def test_fts_indexes_prose_code_and_headline_but_not_unsearchable_rows(
+    event_log: EventLog,
+) -> None:
+    event_log.append(_turn("We fixed the parser.\n```python\nretry_budget = 3\n```\nDone."))
+    event_log.append(_turn("echo of a recall", searchable=False))
+    event_log.append(
+        NewEvent(session_id="s1", kind=Kind.MODEL_TURN, role="assistant", content="ok",
+                 headline="parser fixed | tests green")
+    )
+
+    def hits(column: str, term: str) -> list[int]:
+        rows = event_log.execute(
+            "SELECT rowid FROM conversation_history_fts WHERE conversation_history_fts MATCH ?",
+            (f"{column} : {term}",),
+        )
+        return [r[0] for r in rows]
+
+    assert hits("code", "retry_budget") == [1]
+    assert hits("prose", "retry_budget") == []
+    assert hits("prose", "parser") == [1]
+    assert hits("headline", "green") == [3]
+    assert hits("prose", "recall") == []
+
+
+def test_label_is_written_for_rows_without_a_headline(event_log: EventLog) -> None:
+    seq = event_log.append(_turn("[Session 4 | 2024-07-05] user: Certainly! I added 10 tasks."))
+    headlined = event_log.append(_turn("body", headline="my own headline"))
+    assert event_log.get(seq).label == "I added 10 tasks."
+    assert event_log.get(headlined).label is None
+
+
+def test_large_content_is_externalized_and_materialized(event_log: EventLog) -> None:
+    big = "row;" * 10_000
+    seq = event_log.append(NewEvent(session_id="s1", kind=Kind.TOOL_RESULT, content=big))
+    event = event_log.get(seq)
+    assert event.is_externalized and event.payload_size == len(big)
+    assert len(event.content) < 3000 and "externalized" in event.content
+    ref = event_log.payload_ref(event)
+    assert isinstance(ref, ToolResultRef) and ref.text() == big
+    assert event_log.full_text(event) == big
+
+
+def test_same_payload_is_stored_once(event_log: EventLog) -> None:
+    big = "x" * 40_000
+    a = event_log.get(event_log.append(NewEvent(session_id="s1", kind="tool_result", content=big)))
+    b = event_log.get(event_log.append(NewEvent(session_id="s2", kind="tool_result", content=big)))
+    assert a.payload_sha256 == b.payload_sha256
+    assert len([p for p in event_log.payloads.root.rglob("*") if p.is_file()]) == 1
+
+
+def test_missing_payload_is_reported_not_empty(event_log: EventLog) -> None:
+    seq = event_log.append(NewEvent(session_id="s1", kind="tool_result", content="y" * 30_000))
+    event = event_log.get(seq)
+    assert event.payload_sha256 is not None
+    event_log.payloads.path_for(event.payload_sha256).unlink()
+    with pytest.raises(PayloadMissing, match=f"seq {seq}") as info:
+        event_log.full_text(event)
+    assert info.value.seq == seq
+
+
+def test_corrupt_payload_is_reported(event_log: EventLog) -> None:
+    seq = event_log.append(NewEvent(session_id="s1", kind="tool_result", content="z" * 30_000))
+    sha = event_log.get(seq).payload_sha256
+    assert sha is not None
+    event_log.payloads.path_for(sha).write_text("tampered")
+    with pytest.raises(PayloadMissing, match="does not match"):
+        event_log.full_text(event_log.get(seq))
+
+
+def test_events_and_span_read_in_seq_order(event_log: EventLog) -> None:
+    seqs = event_log.append_many(_turn(f"turn {i}") for i in range(1200))
+    assert [e.seq for e in event_log.events(list(reversed(seqs)))] == seqs
+    assert [e.seq for e in event_log.span(seqs[10], seqs[12])] == seqs[10:13]
+    assert [e.seq for e in event_log.session_events("s1", after_seq=seqs[-3])] == seqs[-2:]
+    with pytest.raises(UsageError, match="no event at seq 99999"):
+        event_log.get(99_999)
+
+
+def test_reopen_keeps_everything_and_migrations_run_once(store_dir: Path) -> None:
+    path = store_dir / "history.db"
+    with EventLog.open(path) as log:
+        log.append(_turn("persisted"))
+    with EventLog.open(path, verify=True) as log:
+        assert log.count() == 1
+        assert len(log.execute("SELECT * FROM _migrations")) == 2
+
+
+def test_store_without_fts5_records_it(store_dir: Path) -> None:
+    with EventLog.open(store_dir / "history.db", fts5=False) as log:
+        log.append(_turn("no full text index here"))
+        assert not log.has_fts5
+    with EventLog.open(store_dir / "history.db") as log:
+        assert not log.has_fts5
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"this is not sqlite at all, just text" * 10, b"SQLite format 3\x00" + b"\xff" * 5000],
+)
+def test_foreign_or_corrupt_file_is_reported_not_replaced(store_dir: Path, content: bytes) -> None:
+    path = store_dir / "history.db"
+    path.write_bytes(content)
+    with pytest.raises(IntegrityError) as info:
+        EventLog.open(path)
+    assert info.value.exit_code == 3
+    assert path.read_bytes() == content
+
+
+def test_other_sqlite_database_is_not_taken_over(store_dir: Path) -> None:
+    path = store_dir / "history.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE invoices (id INTEGER)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(IntegrityError, match="not a scrollctx store"):
+        EventLog.open(path)
+
+
+def test_torn_database_page_fails_quick_check(store_dir: Path) -> None:
+    path = store_dir / "history.db"
+    with EventLog.open(path) as log:
+        log.append_many(_turn("padding " * 200) for _ in range(300))
+        log.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    page = 4096
+    data[page * 5 : page * 5 + 200] = b"\x00\x17" * 100  # tear an interior page
+    path.write_bytes(bytes(data))
+    with pytest.raises(IntegrityError):
+        with EventLog.open(path, verify=True) as log:
+            log.count()
+
+
+def test_empty_session_or_kind_is_refused(event_log: EventLog) -> None:
+    with pytest.raises(UsageError, match="session_id"):
+        event_log.append(NewEvent(session_id="", kind="x"))
+    with pytest.raises(UsageError, match="kind"):
+        event_log.append(NewEvent(session_id="s", kind=""))
+    assert event_log.count() == 0
