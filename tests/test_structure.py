@@ -73,8 +73,8 @@ def test_public_names_are_sorted_and_resolvable(name: str) -> None:
 def test_package_imports_without_optional_dependencies() -> None:
     code = (
         "import sys, scrollctx, scrollctx.log, scrollctx.cli;"
-        "bad = [m for m in ('anthropic','mcp','psycopg','llama_cpp','matplotlib','rank_bm25',"
-        )if m in sys.modules];"
+        "bad = [m for m in ('anthropic','mcp','psycopg','llama_cpp','matplotlib','rank_bm25')"
+        " if m in sys.modules];"
         "print(','.join(bad))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
