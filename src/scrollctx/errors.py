@@ -6,7 +6,8 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     ScrollError                      exit 1
     ├── UsageError                   exit 2   the caller passed something invalid
     │   ├── ConfigError              exit 2   configuration is missing or inconsistent
-    │   └── QueryError               exit 2   an ms query / SQL statement that cannot run
+    │   ├── QueryError               exit 2   an ms query / SQL statement that cannot run
+    │   └── FormatError              exit 2   an input file to import is unreadable or unknown
     ├── StoreError                   exit 1   the Event Log or payload store failed
     │   ├── IntegrityError           exit 3   a torn, corrupt or foreign store file
     │   └── PayloadMissing           exit 3   an externalized payload file is gone
@@ -19,7 +20,8 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     │   ├── MissingCredentials       exit 2
     │   ├── RateLimited              exit 1
     │   ├── BackendUnavailable       exit 1
-    │   └── BadResponse              exit 1
+    │   ├── BadResponse              exit 1
+    │   └── ContextTooLong           exit 1   the request does not fit the model's window
     └── MissingDependency            exit 2   an optional extra is not installed
 
 Exceptions carry their data as attributes, never print or log when built, and are raised
@@ -34,6 +36,8 @@ __all__ = [
     "BadResponse",
     "CellTimeout",
     "ConfigError",
+    "ContextTooLong",
+    "FormatError",
     "IntegrityError",
     "KernelError",
     "MissingCredentials",
@@ -72,6 +76,14 @@ class QueryError(UsageError):
     def __init__(self, message: str, *, query: str | None = None) -> None:
         super().__init__(message)
         self.query = query
+
+
+class FormatError(UsageError):
+    """An input file to import is missing, unreadable, malformed or of an unknown format."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class StoreError(ScrollError):
@@ -126,7 +138,24 @@ class ProtocolError(KernelError):
 
 
 class BackendError(ScrollError):
-    """An LLM provider failed."""
+    """An LLM provider failed.
+
+    ``backend`` names the backend (``"openai"``), ``status_code`` is the HTTP status when there
+    was one, and ``retry_after`` the seconds the provider asked us to wait, when it said.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        backend: str | None = None,
+        status_code: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.backend = backend
+        self.status_code = status_code
+        self.retry_after = retry_after
 
 
 class MissingCredentials(BackendError):
@@ -145,6 +174,10 @@ class BackendUnavailable(BackendError):
 
 class BadResponse(BackendError):
     """The provider answered with something we cannot use."""
+
+
+class ContextTooLong(BackendError):
+    """The provider rejected the request because the input exceeds the model's context window."""
 
 
 class MissingDependency(ScrollError):
