@@ -24,6 +24,7 @@ __all__ = ["Sample", "iter_array", "iter_jsonl", "load_whole", "probe"]
 
 CHUNK_CHARS = 1 << 20
 _WHITESPACE = " \t\r\n"
+_NUMBER_CHARS = "0123456789.eE+-"
 _DECODER = json.JSONDecoder()
 
 Shape = Literal["array", "object", "jsonl"]
@@ -138,8 +139,9 @@ class _ArrayStream:
                     raise self._error(exc) from exc
                 self._more(max(self.chunk, len(self.buf) - self.pos))
                 continue
-            if end >= len(self.buf) and not self.eof:
-                # A number cut at the chunk edge decodes "successfully"; look further first.
+            if not self.eof and not self.buf[end : end + 64].strip(_NUMBER_CHARS):
+                # A number cut at the chunk edge ("12" of "123", "0" of "0.5") decodes
+                # "successfully"; see what follows before trusting it.
                 self._more(self.chunk)
                 continue
             self.pos = end
