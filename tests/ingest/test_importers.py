@@ -9,11 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ingest_helpers import chat_messages, write_json, write_jsonl
 
 from scrollctx.ingest import FORMATS, IngestReport, ingest_path
 from scrollctx.log import Event, EventLog, Kind
-
-from ingest_helpers import chat_messages, write_json, write_jsonl
 
 
 def _task(log: EventLog, task_id: str) -> list[Event]:

@@ -1,0 +1,94 @@
+"""``scroll ingest``: human and JSON reports, exit codes, and earlier paths kept on error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scrollctx.cli import run
+from scrollctx.log import EventLog
+
+FIXTURES = Path(__file__).resolve().parents[1] / "ingest" / "fixtures"
+LME = FIXTURES / "longmemeval_mini.json"
+
+
+def _chat(path: Path, n: int) -> Path:
+    rows = [{"role": ("user", "assistant")[i % 2], "content": f"line {i}"} for i in range(n)]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return path
+
+
+def test_human_report_then_reimport(
+    store_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = _chat(tmp_path / "talk.jsonl", 4)
+    assert run(["ingest", "--store", str(store_dir), str(LME), str(chat)]) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert len(lines) == 2 and out.err == ""
+    assert (
+        "longmemeval, 3 conversations, 7 sessions, 17 events added, 0 already present" in lines[0]
+    )
+    assert "openai, 1 conversations, 1 sessions, 4 events added" in lines[1]
+    assert run(["ingest", "--store", str(store_dir), str(chat)]) == 0
+    assert "0 events added, 4 already present" in capsys.readouterr().out
+
+
+def test_json_report(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        run(["ingest", "--store", str(store_dir), "--json", "--format", "longmemeval", str(LME)])
+        == 0
+    )
+    reports = json.loads(capsys.readouterr().out)
+    assert [(r["format"], r["events_added"], r["events_skipped"]) for r in reports] == [
+        ("longmemeval", 17, 0)
+    ]
+    assert set(reports[0]) == {
+        "path",
+        "format",
+        "conversations",
+        "sessions",
+        "events_added",
+        "events_skipped",
+        "seconds",
+    }
+
+
+def test_error_after_a_good_path_keeps_the_good_one(
+    store_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{", encoding="utf-8")
+    code = run(["ingest", "--store", str(store_dir), "--json", str(LME), str(bad), str(LME)])
+    assert code == 2
+    out = capsys.readouterr()
+    assert [r["events_added"] for r in json.loads(out.out)] == [17]
+    error = json.loads(out.err)["error"]
+    assert error["type"] == "FormatError" and str(bad) in error["message"]
+    with EventLog.open(store_dir / "history.db") as log:
+        assert log.count() == 17
+
+
+def test_missing_path_is_one_line(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["ingest", "--store", str(store_dir), "/no/such/file.json"]) == 2
+    err = capsys.readouterr().err
+    assert err == "Error: /no/such/file.json does not exist; check the path\n"
+
+
+def test_installed_console_script(store_dir: Path) -> None:
+    script = Path(sys.executable).parent / "scroll"
+    done = subprocess.run(
+        [str(script), "ingest", "--json", str(LME)],
+        capture_output=True,
+        text=True,
+        env={"SCROLL_STORE": str(store_dir), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)[0]["events_added"] == 17
+    assert done.stderr == ""  # no progress bar when stderr is not a terminal
