@@ -1,0 +1,29 @@
+"""The memory surface ``ms``: read-only, budgeted access to the Event Log for model code.
+
+Standard library only (it runs inside the sandboxed kernel worker): it imports nothing of
+scrollctx but ``log``, ``errors`` and ``config``.
+
+How notes reach the model: every call returns :class:`ResultRows` whose ``notes`` say when a
+result is partial, capped, degraded (LIKE) or missing a payload. The same notes collect on the
+surface; after each cell the kernel calls ``ms.drain_notes()`` and prints each as a
+``[note] …`` line (:func:`format_notes` renders them so).
+"""
+
+from scrollctx.surface._dates import days_between
+from scrollctx.surface._query import or_terms
+from scrollctx.surface._rows import Budgets, ResultRows, format_notes
+from scrollctx.surface._search import BM25_WEIGHTS
+from scrollctx.surface._stats import store_stats
+from scrollctx.surface._surface import MemorySurface, open_surface
+
+__all__ = [
+    "BM25_WEIGHTS",
+    "Budgets",
+    "MemorySurface",
+    "ResultRows",
+    "days_between",
+    "format_notes",
+    "open_surface",
+    "or_terms",
+    "store_stats",
+]

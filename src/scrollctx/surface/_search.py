@@ -1,0 +1,286 @@
+"""Full-text search over ``hist``: a strict AND pass, then a BM25-ranked OR pass to fill up to k.
+
+Ranking is FTS5 ``bm25`` with column weights prose 10, code 0.5, headline 5: a turn is found by
+what was said, a fenced code block counts little (it is long and repetitive), a headline a lot.
+The OR pass (only when the AND pass found fewer than k rows) searches the query's content terms
+(stopwords dropped), so long natural-language questions still reach BM25-ranked rows; its rows
+come after the AND hits, deduplicated, with ``broadened=True``.
+
+Without FTS5 in the store, search degrades to LIKE over the content and every result says so.
+Invariant: no query text ever raises; a budget that cuts the search leaves ``partial=True`` and a
+note.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from scrollctx.errors import QueryError
+from scrollctx.surface._filters import Filters
+from scrollctx.surface._guard import BudgetExceeded, Deadline
+from scrollctx.surface._query import ParsedQuery, Term, parse_query
+from scrollctx.surface._rows import Budgets, ResultRows, as_dict, load_json, row_bytes, shorten
+
+__all__ = ["BM25_WEIGHTS", "LIKE_NOTE", "SearchOptions", "Searcher"]
+
+BM25_WEIGHTS = (10.0, 0.5, 5.0)
+"""bm25() column weights for (prose, code, headline)."""
+
+SNIPPET_TOKENS = 40
+
+LIKE_NOTE = (
+    "search degraded to LIKE: this store has no FTS5 index, so matching is plain substring "
+    "(no stemming, no BM25; ranked by terms matched, then newest) -- prefer one or two "
+    "distinctive words per search"
+)
+
+_COLUMNS = """
+    c.seq, c.session_id, c.agent_id, c.task_id, c.step_index, c.msg_index, c.kind, c.role,
+    c.name, c.created_at,
+    COALESCE(json_extract(c.metadata, '$.date'), substr(c.created_at, 1, 10)) AS date,
+    COALESCE(c.headline, c.label) AS headline, c.content, c.metadata
+"""
+_FTS_SQL = """
+SELECT {columns}, {snippet} AS snippet
+FROM hist.conversation_history_fts
+CROSS JOIN hist.conversation_history AS c ON c.seq = conversation_history_fts.rowid
+WHERE conversation_history_fts MATCH ?
+  AND conversation_history_fts.rank MATCH 'bm25({weights})'
+  AND {filters}
+ORDER BY conversation_history_fts.rank
+LIMIT ?
+"""
+_NEWEST_SQL = (
+    "SELECT {columns}, '' AS snippet FROM hist.conversation_history AS c "
+    "WHERE c.searchable = 1 AND {filters} ORDER BY c.seq DESC LIMIT ?"
+)
+_LIKE_SQL = """
+SELECT {columns}, '' AS snippet, ({score}) AS matched
+FROM hist.conversation_history AS c
+WHERE c.searchable = 1 AND ({condition}) AND {filters}
+ORDER BY matched DESC, c.seq DESC
+LIMIT ?
+"""
+_EDGE_PUNCT = "?!.,;:()[]{}'\"`"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """How to shape each hit."""
+
+    k: int
+    snippet: bool
+    chars: int | None
+
+
+class _FtsRejected(Exception):
+    """FTS5 refused a compiled expression (should not happen; we then retry more simply)."""
+
+
+class Searcher:
+    """Runs searches on the guarded connection under the surface's budgets."""
+
+    def __init__(
+        self, conn: sqlite3.Connection, deadline: Deadline, budgets: Budgets, has_fts5: bool
+    ) -> None:
+        self._conn = conn
+        self._deadline = deadline
+        self._budgets = budgets
+        self.has_fts5 = has_fts5
+
+    def search(self, query: object, filters: Filters, options: SearchOptions) -> ResultRows:
+        """Search and return shaped hits (see ``MemorySurface.search``)."""
+        result = ResultRows()
+        parsed = parse_query(query)
+        for text in parsed.notes:
+            result.note(text)
+        options = self._check_k(options, result)
+        with self._deadline.running(self._budgets.seconds):
+            try:
+                raw = self._passes(parsed, filters, options, result)
+            except BudgetExceeded:
+                raw = []
+                result.note(self._time_note("search"), partial=True)
+        self._shape(raw, options, result)
+        return result
+
+    def _check_k(self, options: SearchOptions, result: ResultRows) -> SearchOptions:
+        k = options.k
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise QueryError(f"k must be a positive integer, e.g. k=10; got {k!r}")
+        if options.chars is not None and (
+            isinstance(options.chars, bool)
+            or not isinstance(options.chars, int)
+            or options.chars < 0
+        ):
+            raise QueryError(f"chars must be a non-negative integer or None; got {options.chars!r}")
+        if k > self._budgets.rows:
+            result.note(
+                f"k={k} is above the {self._budgets.rows}-row budget; returning at most "
+                f"{self._budgets.rows} -- narrow with kind=, session_id= or seq_range=",
+                partial=True,
+            )
+            return SearchOptions(self._budgets.rows, options.snippet, options.chars)
+        return options
+
+    def _passes(
+        self, parsed: ParsedQuery, filters: Filters, options: SearchOptions, result: ResultRows
+    ) -> list[dict[str, Any]]:
+        if not self.has_fts5:
+            result.note(LIKE_NOTE)
+            return self._like_passes(parsed, filters, options.k, result)
+        if parsed.is_empty:
+            result.note(
+                "the query has no searchable words; these are the newest rows that "
+                "match the filters"
+            )
+            sql = _NEWEST_SQL.format(columns=_COLUMNS, filters=filters.sql)
+            return self._fetch(sql, (*filters.params, options.k), options.k, set(), result)
+        try:
+            return self._fts_passes(parsed, filters, options, result)
+        except _FtsRejected:
+            result.note("the query could not be run as full-text search; fell back to LIKE")
+            return self._like_passes(parsed, filters, options.k, result)
+
+    def _fts_passes(
+        self, parsed: ParsedQuery, filters: Filters, options: SearchOptions, result: ResultRows
+    ) -> list[dict[str, Any]]:
+        strict = parsed.and_expression()
+        hits = self._fts(strict, filters, options, set(), result) if strict else []
+        broad = parsed.or_expression()
+        if len(hits) >= options.k or broad is None or broad == strict:
+            return hits
+        seen = {row["seq"] for row in hits}
+        try:
+            extra = self._fts(broad, filters, options, seen, result)
+        except BudgetExceeded:
+            result.note(self._time_note("the broadened (OR) pass of search"), partial=True)
+            extra = []
+        for row in extra:
+            row["broadened"] = True
+        return hits + extra[: options.k - len(hits)]
+
+    def _fts(
+        self,
+        expression: str,
+        filters: Filters,
+        options: SearchOptions,
+        exclude: set[int],
+        result: ResultRows,
+    ) -> list[dict[str, Any]]:
+        snippet = (
+            f"snippet(conversation_history_fts, 0, '«', '»', ' … ', {SNIPPET_TOKENS})"
+            if options.snippet
+            else "''"
+        )
+        sql = _FTS_SQL.format(
+            columns=_COLUMNS,
+            snippet=snippet,
+            weights=", ".join(str(w) for w in BM25_WEIGHTS),
+            filters=filters.sql,
+        )
+        limit = options.k + len(exclude)
+        try:
+            return self._fetch(
+                sql, (expression, *filters.params, limit), options.k, exclude, result
+            )
+        except sqlite3.OperationalError as exc:
+            raise _FtsRejected(str(exc)) from exc
+
+    def _like_passes(
+        self, parsed: ParsedQuery, filters: Filters, k: int, result: ResultRows
+    ) -> list[dict[str, Any]]:
+        strict = [_like_patterns(c.terms) for c in parsed.and_clauses()]
+        hits = self._like(strict, filters, k, set(), result, require_all=True) if strict else []
+        loose = [[p] for p in _like_patterns(parsed.or_terms())]
+        if len(hits) >= k or not loose:
+            return hits
+        extra = self._like(loose, filters, k, {r["seq"] for r in hits}, result, require_all=False)
+        for row in extra:
+            row["broadened"] = True
+        return hits + extra[: k - len(hits)]
+
+    def _like(
+        self,
+        groups: list[list[str]],
+        filters: Filters,
+        k: int,
+        exclude: set[int],
+        result: ResultRows,
+        *,
+        require_all: bool,
+    ) -> list[dict[str, Any]]:
+        text = "(c.content || ' ' || COALESCE(c.headline, ''))"
+        tests = ["(" + " OR ".join(f"{text} LIKE ? ESCAPE '\\'" for _ in g) + ")" for g in groups]
+        params = [p for g in groups for p in g]
+        sql = _LIKE_SQL.format(
+            columns=_COLUMNS,
+            score=" + ".join(tests),
+            condition=(" AND " if require_all else " OR ").join(tests),
+            filters=filters.sql,
+        )
+        args = (*params, *params, *filters.params, k + len(exclude))
+        return self._fetch(sql, args, k, exclude, result)
+
+    def _fetch(
+        self,
+        sql: str,
+        params: tuple[Any, ...],
+        k: int,
+        exclude: set[int],
+        result: ResultRows,
+    ) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        try:
+            cursor = self._conn.execute(sql, params)
+            for values in cursor:
+                row = as_dict(cursor, values)
+                if row["seq"] not in exclude:
+                    rows.append(row)
+                if len(rows) >= k:
+                    break
+        except sqlite3.OperationalError:
+            if self._deadline.expired:
+                raise BudgetExceeded from None
+            raise
+        return rows
+
+    def _shape(self, raw: list[dict[str, Any]], options: SearchOptions, result: ResultRows) -> None:
+        used = 0
+        for row in raw:
+            row.pop("matched", None)
+            row["metadata"] = load_json(row["metadata"]) or {}
+            full = row["content"] or ""
+            row["content"] = shorten(full, options.chars, row["seq"])
+            if not options.snippet:
+                row["snippet"] = ""
+            elif not row["snippet"]:
+                row["snippet"] = shorten(full, 200, row["seq"]) if not self.has_fts5 else ""
+            row.setdefault("broadened", False)
+            used += row_bytes(row)
+            if used > self._budgets.bytes:
+                result.note(
+                    f"search stopped at {len(result)} hits: the {self._budgets.bytes}-byte "
+                    "budget ran out -- lower chars= (e.g. chars=300) or k=",
+                    partial=True,
+                )
+                return
+            result.append(row)
+
+    def _time_note(self, what: str) -> str:
+        return (
+            f"{what} ran past the {self._budgets.seconds:g}s time budget; results are partial "
+            "-- use fewer or rarer terms, or narrow with kind=, session_id= or seq_range="
+        )
+
+
+def _like_patterns(terms: list[Term]) -> list[str]:
+    patterns = []
+    for term in terms:
+        text = term.text.strip(_EDGE_PUNCT) if term.kind == "word" else term.text
+        text = text or term.text
+        patterns.append("%" + re.sub(r"([\\%_])", r"\\\1", text) + "%")
+    return patterns
