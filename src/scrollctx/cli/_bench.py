@@ -1,0 +1,144 @@
+"""``scroll bench``: benchmark commands (``retrieval`` now; ``run`` and ``report`` later).
+
+The bench layer (and with it ``rank_bm25``) is imported inside each command, so ``scroll``
+starts without the ``bench`` extra installed.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from scrollctx.cli._app import emit, json_option
+from scrollctx.errors import UsageError
+
+__all__ = ["register"]
+
+_BENCHMARKS = ("locomo", "beam", "all")
+_DEFAULT_SIZES = "100K,500K"
+
+
+def register(group: click.Group) -> None:
+    """Add the ``bench`` group to ``scroll``."""
+    group.add_command(bench)
+
+
+@click.group()
+def bench() -> None:
+    """Measure retrieval quality and agent runs on public benchmarks.
+
+    Example: scroll bench retrieval --benchmark locomo --limit 2
+    """
+
+
+@bench.command()
+@click.option(
+    "--benchmark",
+    type=click.Choice(_BENCHMARKS),
+    default="all",
+    show_default=True,
+    help="Which benchmark to evaluate.",
+)
+@click.option(
+    "--beam-sizes",
+    default=_DEFAULT_SIZES,
+    show_default=True,
+    metavar="LIST",
+    help="Comma-separated BEAM tiers (100K, 500K, 1M where chats exist).",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="At most N conversations per section.")
+@click.option(
+    "--depth",
+    type=click.IntRange(min=10),
+    default=10,
+    show_default=True,
+    help="Rows each system returns per question.",
+)
+@click.option("--data", "data_dir", metavar="DIR", help="Benchmark data (default: shared/data).")
+@click.option("--work", "work_dir", metavar="DIR", help="Keep the built stores here.")
+@click.option("--write", "write_path", metavar="PATH", help="Also write the Markdown tables.")
+@json_option
+def retrieval(
+    benchmark: str,
+    beam_sizes: str,
+    limit: int | None,
+    depth: int,
+    data_dir: str | None,
+    work_dir: str | None,
+    write_path: str | None,
+    json_: bool,
+) -> None:
+    """Compare ms.search with a BM25 baseline on LoCoMo and BEAM evidence labels.
+
+    Each conversation is ingested into its own store; both systems rank the same turns for the
+    raw question; recall_any/recall_all@1,5,10, MRR and NDCG@10 at turn and session level.
+
+    Example: scroll bench retrieval --benchmark all --write docs/retrieval.md
+    """
+    from scrollctx.bench import evaluate_retrieval, render_markdown, render_text
+
+    data = _data_root(data_dir)
+    sizes = [s.strip() for s in beam_sizes.split(",") if s.strip()]
+    progress = _progress if sys.stderr.isatty() else None
+    with tempfile.TemporaryDirectory(prefix="scroll-bench-split-") as scratch:
+        conversations = _conversations(benchmark, data, sizes, Path(scratch))
+        report = evaluate_retrieval(
+            conversations,
+            work_dir=Path(work_dir) if work_dir else None,
+            limit=limit,
+            depth=depth,
+            progress=progress,
+        )
+    if write_path:
+        command = _command_line(benchmark, beam_sizes, limit, depth, write_path)
+        date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        target = Path(write_path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render_markdown(report, command=command, date=date), encoding="utf-8")
+    emit(report.to_dict(), as_json=json_, human=lambda _: render_text(report))
+
+
+def _conversations(benchmark: str, data: Path, sizes: list[str], scratch: Path) -> list[Any]:
+    from scrollctx.bench import beam_conversations, locomo_conversations
+
+    found: list[Any] = []
+    if benchmark in ("locomo", "all"):
+        found += locomo_conversations(data / "locomo" / "locomo10.json", scratch)
+    if benchmark in ("beam", "all"):
+        found += beam_conversations(data / "beam" / "chats", sizes)
+    return found
+
+
+def _data_root(data_dir: str | None) -> Path:
+    if data_dir is not None:
+        root = Path(data_dir)
+        if not root.is_dir():
+            raise UsageError(f"benchmark data folder {root} does not exist; pass --data DIR")
+        return root
+    for candidate in (Path("shared/data"), Path("../shared/data")):
+        if candidate.is_dir():
+            return candidate
+    raise UsageError("benchmark data not found in ./shared/data or ../shared/data; pass --data DIR")
+
+
+def _command_line(
+    benchmark: str, beam_sizes: str, limit: int | None, depth: int, write_path: str
+) -> str:
+    parts = ["scroll bench retrieval", f"--benchmark {benchmark}"]
+    if benchmark != "locomo":
+        parts.append(f"--beam-sizes {beam_sizes}")
+    if limit is not None:
+        parts.append(f"--limit {limit}")
+    if depth != 10:
+        parts.append(f"--depth {depth}")
+    parts.append(f"--write {write_path}")
+    return " ".join(parts)
+
+
+def _progress(message: str) -> None:
+    click.echo(message, err=True)

@@ -1,0 +1,179 @@
+"""``scroll bench retrieval`` end to end: real ingest, real stores, both systems in one run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scrollctx.bench import (
+    LEVELS,
+    SYSTEMS,
+    evaluate_retrieval,
+    load_locomo,
+    locomo_conversations,
+    metric_names,
+)
+from scrollctx.cli import run
+
+BIN = Path(sys.executable).parent
+
+
+def _run_json(capsys: pytest.CaptureFixture[str], args: list[str]) -> dict[str, object]:
+    code = run(["bench", "retrieval", *args, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.err == ""  # progress only on a TTY
+    return json.loads(captured.out)
+
+
+def _check_section(section: dict[str, object]) -> None:
+    metrics = section["metrics"]
+    assert isinstance(metrics, dict)
+    assert set(metrics) == set(SYSTEMS)
+    for system in SYSTEMS:
+        assert set(metrics[system]) == set(LEVELS)
+        for level in LEVELS:
+            values = metrics[system][level]
+            assert list(values) == metric_names()
+            assert all(0.0 <= v <= 1.0 for v in values.values())
+    assert section["unmapped_hits"] == {"ms.search": 0, "BM25": 0}
+    assert section["gold_missing"] == 0
+    assert section["partial_results"] == 0
+
+
+def test_locomo_slice(capsys: pytest.CaptureFixture[str], shared_data: Path) -> None:
+    report = _run_json(
+        capsys, ["--benchmark", "locomo", "--limit", "2", "--data", str(shared_data)]
+    )
+    [section] = report["sections"]  # type: ignore[misc]
+    first_two = load_locomo(shared_data / "locomo" / "locomo10.json")[:2]
+    assert section["name"] == "locomo"
+    assert section["conversations"] == 2
+    assert section["n"] == sum(len(c.probes) for c in first_two)
+    assert section["questions"] == sum(c.counts.total for c in first_two)
+    assert section["turns"] == sum(len(c.turn_ids) for c in first_two)
+    assert set(section["by_group"]) <= {"1", "2", "3", "4"}
+    _check_section(section)
+
+
+def test_beam_slice_and_markdown(
+    capsys: pytest.CaptureFixture[str], shared_data: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "docs" / "retrieval.md"
+    args = ["--benchmark", "beam", "--beam-sizes", "100K", "--limit", "1"]
+    code = run(["bench", "retrieval", *args, "--data", str(shared_data), "--write", str(target)])
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("beam/100K  (n = ")
+    assert lines[1].split() == ["level", "metric", "ms.search", "BM25", "delta"]
+    rows = [
+        line.split()
+        for line in lines[2:]
+        if line.startswith("  turn") or line.startswith("  session")
+    ]
+    assert len(rows) == 2 * len(metric_names())
+    for _level, _metric, ours, theirs, delta in rows:
+        assert 0.0 <= float(ours) <= 1.0 and 0.0 <= float(theirs) <= 1.0
+        assert float(delta) == pytest.approx(float(ours) - float(theirs), abs=0.0015)
+    text = target.read_text(encoding="utf-8")
+    assert "`scroll bench retrieval --benchmark beam --beam-sizes 100K --limit 1" in text
+    assert "| level | metric | ms.search | BM25 | delta |" in text
+    assert lines[0].split("(")[1].split(";")[0] in text  # the same n
+
+
+def test_pipeline_scores_an_obvious_question_as_found(tmp_path: Path) -> None:
+    turns = [
+        ("D1:1", "A", "I adopted a puppy last week, his name is Biscuit."),
+        ("D1:2", "B", "That is lovely, congratulations."),
+        ("D1:3", "A", "We walk to the river every morning."),
+        ("D2:1", "B", "My sister moved to Lisbon for her new job."),
+        ("D2:2", "A", "Lisbon is sunny, she will love the light there."),
+        ("D2:3", "B", "She starts at a bakery on Monday."),
+    ]
+    sessions: dict[str, object] = {"speaker_a": "A", "speaker_b": "B"}
+    for dia_id, speaker, text in turns:
+        number = dia_id[1]
+        sessions.setdefault(f"session_{number}", []).append(  # type: ignore[union-attr]
+            {"speaker": speaker, "dia_id": dia_id, "text": text}
+        )
+        sessions[f"session_{number}_date_time"] = f"1:56 pm on {number} May, 2023"
+    sample = {
+        "sample_id": "conv-t",
+        "conversation": sessions,
+        "qa": [
+            {
+                "question": "Which city did the sister move to?",
+                "answer": "Lisbon",
+                "evidence": ["D2:1"],
+                "category": 4,
+            },
+            {
+                "question": "What is the puppy called?",
+                "answer": "Biscuit",
+                "evidence": ["D1:01"],
+                "category": 4,
+            },
+        ],
+    }
+    source = tmp_path / "locomo.json"
+    source.write_text(json.dumps([sample]), encoding="utf-8")
+    split = tmp_path / "split"
+    split.mkdir()
+    report = evaluate_retrieval(locomo_conversations(source, split), work_dir=tmp_path / "work")
+    [section] = report.sections
+    assert section.n == 2 and section.turns == 6
+    for system in SYSTEMS:
+        turn = section.means(system, "turn")
+        assert turn["recall_any@10"] == 1.0, system
+        assert turn["recall_any@1"] > 0.0, system
+        assert section.means(system, "session")["recall_any@1"] > 0.0, system
+
+
+def test_bad_input_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], shared_data: Path, tmp_path: Path
+) -> None:
+    code = run(
+        [
+            "bench",
+            "retrieval",
+            "--benchmark",
+            "beam",
+            "--beam-sizes",
+            "2M",
+            "--data",
+            str(shared_data),
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and "unknown BEAM size '2M'" in err and len(err.strip().splitlines()) == 1
+    code = run(["bench", "retrieval", "--data", str(tmp_path / "missing"), "--json"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert json.loads(err)["error"]["type"] == "UsageError"
+
+
+def test_console_script(shared_data: Path) -> None:
+    out = subprocess.run(
+        [
+            str(BIN / "scroll"),
+            "bench",
+            "retrieval",
+            "--benchmark",
+            "locomo",
+            "--limit",
+            "1",
+            "--data",
+            str(shared_data),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    [section] = json.loads(out.stdout)["sections"]
+    _check_section(section)
