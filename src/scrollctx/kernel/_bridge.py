@@ -1,0 +1,143 @@
+"""Programmatic tool calling: host callables that appear in the kernel as functions.
+
+The host describes each declared callable (:func:`describe_tool`: name, parameters, docstring)
+and sends the descriptions at boot; the worker turns each into a stub (:func:`make_stub`) with the
+same name, signature (as shown by ``help``) and docstring. Calling a stub checks the arguments
+against the signature, sends a ``tool_call`` frame and blocks until the host answers; a failure
+on the host comes back as :class:`ToolCallError`. Arguments and results cross as JSON, so only
+JSON-able values pass. The worker can name only what the host declared: the host looks each
+call up by name in its own table and runs nothing else.
+"""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scrollctx.errors import UsageError
+
+__all__ = [
+    "RESERVED_NAMES",
+    "ToolCallError",
+    "ToolSpec",
+    "describe_tool",
+    "describe_tools",
+    "make_stub",
+]
+
+RESERVED_NAMES = frozenset({"ms", "days_between", "or_terms", "ToolCallError"})
+"""Names the kernel binds itself; a tool may not take them."""
+
+
+class ToolCallError(Exception):
+    """A bridged tool failed on the host; the message names the tool and the host's error."""
+
+
+ToolCallError.__module__ = "tools"  # tracebacks in the kernel read ``tools.ToolCallError``
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A declared tool: the host callable plus the description the worker needs."""
+
+    name: str
+    func: Callable[..., Any]
+    params: tuple[dict[str, Any], ...]
+    doc: str
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return the JSON description sent to the worker."""
+        return {"name": self.name, "params": list(self.params), "doc": self.doc}
+
+
+def describe_tool(func: Callable[..., Any], name: str | None = None) -> ToolSpec:
+    """Describe a host callable as a tool; raise :class:`UsageError` if it cannot be one."""
+    tool_name = str(name or getattr(func, "__name__", ""))
+    if not tool_name.isidentifier() or keyword.iskeyword(tool_name) or tool_name.startswith("_"):
+        raise UsageError(
+            f"tool name {tool_name!r} is not a public Python identifier; pass a name= that is"
+        )
+    if tool_name in RESERVED_NAMES:
+        raise UsageError(f"tool name {tool_name!r} is reserved by the kernel; rename the tool")
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"tool {tool_name!r} has no readable signature ({exc})") from exc
+    params = tuple(_describe_param(p) for p in signature.parameters.values())
+    return ToolSpec(tool_name, func, params, inspect.getdoc(func) or "")
+
+
+def describe_tools(
+    tools: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]],
+) -> dict[str, ToolSpec]:
+    """Describe several tools (a list of callables or a name -> callable mapping)."""
+    pairs = (
+        list(tools.items())
+        if isinstance(tools, Mapping)
+        else [(getattr(f, "__name__", ""), f) for f in tools]
+    )
+    specs: dict[str, ToolSpec] = {}
+    for name, func in pairs:
+        spec = describe_tool(func, name)
+        if spec.name in specs:
+            raise UsageError(f"two tools are named {spec.name!r}; tool names must be unique")
+        specs[spec.name] = spec
+    return specs
+
+
+def _describe_param(param: inspect.Parameter) -> dict[str, Any]:
+    item: dict[str, Any] = {"name": param.name, "kind": int(param.kind)}
+    if param.default is not inspect.Parameter.empty:
+        item["default"] = repr(param.default)
+    if param.annotation is not inspect.Parameter.empty:
+        annotation = param.annotation
+        item["annotation"] = annotation if isinstance(annotation, str) else _type_text(annotation)
+    return item
+
+
+def _type_text(annotation: Any) -> str:
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation)
+
+
+class _Shown:
+    """Renders as the given text inside a signature (a default or annotation from the host)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+Caller = Callable[[str, list[Any], dict[str, Any]], Any]
+
+
+def make_stub(spec: Mapping[str, Any], call: Caller) -> Callable[..., Any]:
+    """Build the worker-side function for one tool description; ``call`` crosses to the host."""
+    name = str(spec["name"])
+    signature = _signature(spec.get("params", []))
+
+    def stub(*args: Any, **kwargs: Any) -> Any:
+        signature.bind(*args, **kwargs)  # a wrong call fails here, like a local function
+        return call(name, list(args), kwargs)
+
+    stub.__name__ = stub.__qualname__ = name
+    stub.__doc__ = str(spec.get("doc", ""))
+    stub.__module__ = "tools"
+    stub.__signature__ = signature  # type: ignore[attr-defined]
+    return stub
+
+
+def _signature(params: Iterable[Mapping[str, Any]]) -> inspect.Signature:
+    built = []
+    for item in params:
+        default = _Shown(item["default"]) if "default" in item else inspect.Parameter.empty
+        annotation = _Shown(item["annotation"]) if "annotation" in item else inspect.Parameter.empty
+        kind = inspect._ParameterKind(int(item["kind"]))
+        built.append(inspect.Parameter(item["name"], kind, default=default, annotation=annotation))
+    return inspect.Signature(built)

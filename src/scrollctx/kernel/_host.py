@@ -1,0 +1,495 @@
+"""The host side of the kernel: :class:`Kernel` runs cells in a sandboxed persistent worker.
+
+Guarantees (on Linux with every layer holding, i.e. the ``strict`` profile's condition):
+
+- model code runs only in the worker, never in the host; the worker cannot write outside its
+  scratch folder, write the Event Log, open network sockets, spawn processes, raise its limits,
+  trace or signal the host (see :mod:`scrollctx.kernel._policy` for each layer);
+- everything the worker sends is untrusted: frames are size-capped and shape-checked, a bad frame
+  gets the worker killed and restarted, and replies for other requests are dropped;
+- a cell past its timeout is interrupted (namespace kept); one that ignores the interrupt for the
+  grace period, or a worker that dies, is killed and restarted, and the observation says the
+  namespace was lost;
+- the worker reaches only the tools the host declared; each call is logged as a tool-call and a
+  tool-result event (full result; the Event Log externalizes large ones).
+
+When a required layer does not hold, cells are refused (never run unconfined) with a message that
+names the layer and the opt-out. An opt-out profile is logged as a ``system`` event and shown at
+the top of every observation. A :class:`Kernel` is not thread-safe: one caller at a time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from scrollctx.errors import CellTimeout, ProtocolError, UsageError, WorkerCrashed
+from scrollctx.kernel._bridge import ToolSpec, describe_tools
+from scrollctx.kernel._digest import parse_digest
+from scrollctx.kernel._frames import MAX_FRAME, encode_frame
+from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers, resolve_policy
+from scrollctx.kernel._process import WorkerProcess, default_python
+from scrollctx.kernel._result import CellResult
+from scrollctx.log import EventLog, Kind, NewEvent
+
+__all__ = ["NAMESPACE_LOST", "Kernel"]
+
+NAMESPACE_LOST = (
+    "the worker was restarted, so the namespace was lost: every variable, import and function "
+    "from earlier cells is gone; re-create what you need"
+)
+_MAX_TEXT = 1_000_000
+
+
+class _Killed(Exception):
+    """The cell outlived its timeout plus the grace period; the worker must be killed."""
+
+
+class Kernel:
+    """A persistent, sandboxed Python worker for one agent session.
+
+    Example::
+
+        with Kernel(event_log=log, session_id="s1", tools=[lookup]) as kernel:
+            print(render_observation(kernel.run_cell("hits = ms.search('adoption')\\nlen(hits)")))
+
+    Args:
+        db_path: the Event Log ``ms`` reads (default: ``event_log.path``); ``None`` binds none.
+        event_log: the host's open writer; sandbox status, opt-outs and bridged tool calls are
+            logged here. Open it before starting the kernel (the worker's read-only SQLite needs
+            the ``-wal``/``-shm`` files it creates).
+        scratch: the one writable folder (created if missing; default: a temporary folder that
+            :meth:`close` removes). It must not contain the Event Log.
+        sandbox: ``"strict"`` (default), ``"best-effort"``, ``"off"`` or a :class:`SandboxPolicy`.
+        tools: host callables (or a name -> callable mapping) the cell may call.
+        timeout: seconds a cell may run before it is interrupted; ``grace``: seconds more before
+            the worker is killed.
+    """
+
+    def __init__(
+        self,
+        db_path: str | Path | None = None,
+        *,
+        event_log: EventLog | None = None,
+        session_id: str = "kernel",
+        task_id: str | None = None,
+        agent_id: str | None = None,
+        scratch: str | Path | None = None,
+        sandbox: str | SandboxPolicy | None = "strict",
+        tools: Iterable[Callable[..., Any]] | Mapping[str, Callable[..., Any]] = (),
+        timeout: float = 60.0,
+        grace: float = 2.0,
+        stdout_cap: int = 32_000,
+        stderr_cap: int = 8_000,
+        boot_timeout: float = 15.0,
+        python: str | None = None,
+    ) -> None:
+        if not (timeout > 0 and grace > 0 and boot_timeout > 0):
+            raise UsageError(f"timeouts must be positive (timeout={timeout}, grace={grace})")
+        if stdout_cap < 1 or stderr_cap < 1:
+            raise UsageError(f"output caps must be positive ({stdout_cap}, {stderr_cap})")
+        if not session_id:
+            raise UsageError("a kernel needs a non-empty session_id")
+        self.policy = resolve_policy(sandbox)
+        self.tools: dict[str, ToolSpec] = describe_tools(tools)
+        self.event_log = event_log
+        self.db_path = Path(db_path) if db_path else (event_log.path if event_log else None)
+        self.session_id, self.task_id, self.agent_id = session_id, task_id, agent_id
+        self._own_scratch = scratch is None
+        self.scratch = Path(scratch or tempfile.mkdtemp(prefix="scroll-scratch-")).resolve()
+        _check_scratch(self.scratch, self.db_path)
+        self.timeout, self.grace, self.boot_timeout = timeout, grace, boot_timeout
+        self.stdout_cap, self.stderr_cap = stdout_cap, stderr_cap
+        self.python = python or default_python()
+        self.status: SandboxStatus | None = None
+        self.ms_state = ""
+        self._worker: WorkerProcess | None = None
+        self._ids = itertools.count(1)
+        self._cells = 0
+        self._notice: str | None = None
+        self._opt_out_logged = False
+        self._calls: list[str] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> Kernel:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """The running worker's process id (``None`` when no worker runs)."""
+        return self._worker.pid if self._worker else None
+
+    def start(self) -> SandboxStatus:
+        """Start the worker (if not running) and return its sandbox status."""
+        if self.status is None:
+            return self._boot("started")
+        return self.status
+
+    def restart(self) -> SandboxStatus:
+        """Replace the worker with a fresh one; the next observation says the namespace is lost."""
+        self._discard()
+        self._notice = NAMESPACE_LOST
+        return self._boot("restarted on request")
+
+    def close(self) -> None:
+        """Stop the worker and remove a scratch folder the kernel created itself."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+        if self._own_scratch:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def _discard(self) -> None:
+        if self._worker is not None:
+            self._worker.kill()
+            self._worker = None
+
+    def _boot(self, reason: str) -> SandboxStatus:
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        worker = WorkerProcess(self.python, self.scratch)
+        try:
+            ready = self._handshake(worker)
+        except BaseException:
+            worker.kill()
+            raise
+        status = SandboxStatus(
+            self.policy.profile, parse_layers(ready.get("layers")), self.policy.required
+        )
+        ms_state = ready.get("ms")
+        self.ms_state = ms_state[:500] if isinstance(ms_state, str) else "unknown"
+        self.status = status
+        self._worker = worker
+        if not status.holds:
+            self._discard()  # fail closed: no unconfined worker is left running
+        self._log_status(status, reason)
+        return status
+
+    def _handshake(self, worker: WorkerProcess) -> dict[str, Any]:
+        deadline = time.monotonic() + self.boot_timeout
+        boot = {
+            "op": "boot",
+            "id": 0,
+            "scratch": str(self.scratch),
+            "db_path": str(self.db_path) if self.db_path else None,
+            "session_id": self.session_id,
+            "task_id": self.task_id,
+            "agent_id": self.agent_id,
+            "policy": self.policy.to_wire(),
+            "tools": [spec.to_wire() for spec in self.tools.values()],
+        }
+        try:
+            worker.send(boot, deadline)
+            ready = worker.reader.read(deadline)
+        except (WorkerCrashed, CellTimeout, ProtocolError) as exc:
+            raise WorkerCrashed(
+                f"the kernel worker failed to start ({worker.exit_text()}): {exc}; "
+                f"its output ended with: {worker.output.text(0.5)[-1500:]!r}"
+            ) from exc
+        if ready is None or ready.get("op") != "ready":
+            raise WorkerCrashed(
+                f"the kernel worker did not report ready within {self.boot_timeout:g} s; "
+                f"its output ended with: {worker.output.text(0.5)[-1500:]!r}"
+            )
+        return ready
+
+    # -- cells -------------------------------------------------------------------------------
+
+    def run_cell(self, source: str, *, timeout: float | None = None) -> CellResult:
+        """Run one cell and return its result (failures of the cell are part of the result).
+
+        Raises:
+            UsageError: ``source`` is not a string or ``timeout`` is not positive.
+            WorkerCrashed: a replacement worker could not be started.
+        """
+        if not isinstance(source, str):
+            raise UsageError(f"a cell is a str of Python source, not {type(source).__name__}")
+        limit = self.timeout if timeout is None else timeout
+        if not limit > 0:
+            raise UsageError(f"timeout must be positive, got {timeout}")
+        self.start()
+        self._cells += 1
+        notice, self._notice = self._notice, None
+        if self.status is not None and not self.status.holds:
+            return self._refusal(notice)
+        if self._worker is None or not self._worker.is_alive():
+            notice = self._revive()
+        return self._run(source, limit, notice)
+
+    def _revive(self) -> str:
+        exit_text = self._worker.exit_text() if self._worker else "not running"
+        self._discard()
+        self._boot("restarted after the worker ended between cells")
+        return f"the worker had ended since the last cell ({exit_text}); " + NAMESPACE_LOST
+
+    def _run(self, source: str, limit: float, notice: str | None) -> CellResult:
+        worker = self._worker
+        if worker is None:
+            raise WorkerCrashed("no kernel worker is running; call start() or restart()")
+        cell_id = next(self._ids)
+        self._calls = []
+        started = time.monotonic()
+        request = {
+            "op": "cell",
+            "id": cell_id,
+            "code": source,
+            "index": self._cells,
+            "stdout_cap": self.stdout_cap,
+            "stderr_cap": self.stderr_cap,
+        }
+        try:
+            worker.send(request, started + limit)
+            reply, interrupted = self._await(worker, cell_id, started + limit)
+        except (_Killed, CellTimeout) as exc:
+            return self._lost(_killed_text(limit, self.grace), started, exc, timed_out=True)
+        except WorkerCrashed as exc:
+            died = f"the worker died during the cell ({worker.exit_text()}){_tail(worker)}"
+            return self._lost(died, started, exc)
+        except ProtocolError as exc:
+            broke = f"the worker broke the frame protocol ({exc}); it was killed"
+            return self._lost(broke, started, exc)
+        return self._result(reply, started, limit, interrupted, notice)
+
+    def _await(
+        self, worker: WorkerProcess, cell_id: int, deadline: float
+    ) -> tuple[dict[str, Any], bool]:
+        interrupted = False
+        while True:
+            frame = worker.reader.read(deadline)
+            if frame is None or time.monotonic() > deadline:
+                if interrupted:
+                    raise _Killed
+                worker.interrupt()
+                interrupted = True
+                deadline = time.monotonic() + self.grace
+                continue
+            if frame.get("id") != cell_id:
+                continue  # a stale or forged frame for another request: dropped
+            if frame.get("op") == "tool_call":
+                self._dispatch(worker, frame, max(deadline, time.monotonic() + self.grace))
+            elif frame.get("op") == "result":
+                return frame, interrupted
+
+    def _lost(
+        self, error: str, started: float, cause: Exception, *, timed_out: bool = False
+    ) -> CellResult:
+        self._discard()
+        self._boot(f"restarted: {type(cause).__name__}")
+        return CellResult(
+            error=f"{error}; a fresh worker was started.",
+            duration=time.monotonic() - started,
+            namespace_lost=True,
+            kernel_notice=NAMESPACE_LOST,
+            timed_out=timed_out,
+            sandbox=self.status,
+            cell_index=self._cells,
+            tool_calls=tuple(self._calls),
+        )
+
+    def _result(
+        self,
+        reply: dict[str, Any],
+        started: float,
+        limit: float,
+        interrupted: bool,
+        notice: str | None,
+    ) -> CellResult:
+        if "refused" in reply:
+            return self._refusal(notice, str(reply["refused"])[:500])
+        stdout, stdout_hidden = _capped(reply, "stdout", self.stdout_cap)
+        stderr, stderr_hidden = _capped(reply, "stderr", self.stderr_cap)
+        error = reply.get("error")
+        if error is not None and not isinstance(error, str):
+            raise ProtocolError("result frame has a non-text error")
+        if interrupted and reply.get("interrupted") is True:
+            error = (f"the cell ran past its {limit:g} s timeout and was interrupted; "
+                     f"the namespace is kept.\n{error or ''}")  # fmt: skip
+        notes = reply.get("notes")
+        digest, more = parse_digest(reply.get("digest"))
+        return CellResult(
+            stdout=stdout,
+            stderr=stderr,
+            error=error[:_MAX_TEXT] if error else None,
+            duration=time.monotonic() - started,
+            digest=digest,
+            digest_more=more,
+            notes=tuple(str(n)[:2000] for n in notes[:50]) if isinstance(notes, list) else (),
+            namespace_lost=notice is not None,
+            kernel_notice=notice,
+            stdout_hidden=stdout_hidden,
+            stderr_hidden=stderr_hidden,
+            timed_out=interrupted,
+            interrupted=interrupted and reply.get("interrupted") is True,
+            sandbox=self.status,
+            cell_index=self._cells,
+            tool_calls=tuple(self._calls),
+        )
+
+    def _refusal(self, notice: str | None, detail: str | None = None) -> CellResult:
+        status = self.status
+        missing = (
+            ", ".join(f"{s.name} ({s.state}: {s.detail})" for s in status.missing) if status else ""
+        )
+        return CellResult(
+            error=(
+                f"cell refused: the sandbox profile {self.policy.profile!r} requires layers that "
+                f"do not hold here: {detail or missing}. Nothing ran. To run without them, opt "
+                "out explicitly: Kernel(sandbox='best-effort') or 'off' (scroll exec --sandbox "
+                "best-effort|off); the opt-out is logged and shown in every observation. "
+                "Run 'scroll kernel doctor' to see which layers this machine offers."
+            ),
+            refused=True,
+            namespace_lost=notice is not None,
+            kernel_notice=notice,
+            sandbox=status,
+            cell_index=self._cells,
+        )
+
+    # -- tool bridge -------------------------------------------------------------------------
+
+    def _dispatch(self, worker: WorkerProcess, frame: dict[str, Any], deadline: float) -> None:
+        call, name = frame.get("call"), frame.get("name")
+        args, kwargs = frame.get("args"), frame.get("kwargs")
+        if not (isinstance(call, int) and isinstance(name, str) and isinstance(args, list)
+                and isinstance(kwargs, dict)):  # fmt: skip
+            raise ProtocolError("malformed tool_call frame")
+        tool_call_id = f"kcall_{uuid.uuid4().hex[:16]}"
+        self._calls.append(tool_call_id)
+        self._log_tool(Kind.TOOL_CALL, name[:200], tool_call_id, {"args": args, "kwargs": kwargs})
+        ok, value, error = self._invoke(name, args, kwargs)
+        reply: bytes | None = None
+        if ok:
+            try:
+                reply = encode_frame(
+                    {"op": "tool_result", "call": call, "ok": True, "value": value}
+                )
+            except (TypeError, ValueError) as exc:
+                ok, error = (
+                    False,
+                    f"{name} returned a {type(value).__name__}, not JSON-able ({exc})",
+                )
+            else:
+                if len(reply) > MAX_FRAME:
+                    ok, error = False, f"{name} returned {len(reply):,} bytes, over the frame limit"
+        content = json.dumps(value, ensure_ascii=False, default=repr) if ok else str(error)
+        self._log_tool(Kind.TOOL_RESULT, name[:200], tool_call_id, None, content, ok)
+        if not ok or reply is None:
+            reply = encode_frame({"op": "tool_result", "call": call, "ok": False, "error": error})
+        worker.send(reply, deadline)
+
+    def _invoke(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[bool, Any, str]:
+        spec = self.tools.get(name)
+        if spec is None:
+            declared = ", ".join(sorted(self.tools)) or "none"
+            return False, None, f"no tool named {name!r} is declared to this kernel ({declared})"
+        try:
+            return True, spec.func(*args, **kwargs), ""
+        except Exception as exc:  # noqa: BLE001 - a failing tool is the cell's observation
+            return False, None, f"{name}: {type(exc).__name__}: {exc}"
+
+    # -- logging -----------------------------------------------------------------------------
+
+    def _event(self, kind: str, content: str, **fields: Any) -> None:
+        if self.event_log is None:
+            return
+        self.event_log.append(
+            NewEvent(
+                session_id=self.session_id,
+                kind=kind,
+                content=content,
+                agent_id=self.agent_id,
+                task_id=self.task_id,
+                **fields,
+            )
+        )
+
+    def _log_tool(
+        self,
+        kind: str,
+        name: str,
+        tool_call_id: str,
+        tool_input: Any,
+        content: str = "",
+        ok: bool = True,
+    ) -> None:
+        self._event(
+            kind,
+            content,
+            role="tool" if kind == Kind.TOOL_RESULT else "assistant",
+            name=name,
+            tool_call_id=tool_call_id,
+            tool_input=tool_input,
+            tool_state=None if kind == Kind.TOOL_CALL else ("ok" if ok else "error"),
+            metadata={"via": "kernel", "cell": self._cells},
+        )
+
+    def _log_status(self, status: SandboxStatus, reason: str) -> None:
+        meta = {"kernel": reason, "sandbox": status.to_dict()}
+        self._event(
+            Kind.SYSTEM,
+            f"kernel worker {reason} (sandbox {status.profile}: {status.summary()})",
+            name="kernel",
+            metadata=meta,
+            searchable=False,
+        )
+        if status.is_opt_out and not self._opt_out_logged:
+            self._opt_out_logged = True
+            self._event(
+                Kind.SYSTEM,
+                f"sandbox opt-out: the kernel runs with profile {status.profile!r} instead of "
+                f"'strict' ({status.summary()})",
+                name="kernel",
+                metadata={**meta, "opt_out": True},
+            )
+        if not status.holds:
+            missing = ", ".join(s.name for s in status.missing)
+            self._event(
+                Kind.SYSTEM,
+                f"kernel refuses cells: required sandbox layer(s) not holding: {missing}",
+                name="kernel",
+                metadata={**meta, "refused": True},
+            )
+
+
+def _check_scratch(scratch: Path, db_path: Path | None) -> None:
+    if db_path is None:
+        return
+    db_dir = db_path.resolve().parent
+    if scratch == db_dir or scratch in db_dir.parents:
+        raise UsageError(
+            f"scratch folder {scratch} contains the Event Log {db_path}; the kernel could write "
+            "it. Choose a scratch folder outside the log's folder (a subfolder of it is fine)"
+        )
+
+
+def _capped(reply: dict[str, Any], key: str, cap: int) -> tuple[str, int]:
+    text, hidden = reply.get(key, ""), reply.get(f"{key}_hidden", 0)
+    if not isinstance(text, str) or not isinstance(hidden, int) or hidden < 0:
+        raise ProtocolError(f"result frame has a malformed {key}")
+    extra = max(0, len(text) - cap)
+    return text[:cap], hidden + extra
+
+
+def _killed_text(limit: float, grace: float) -> str:
+    return (
+        f"the cell ran past its {limit:g} s timeout and did not stop within {grace:g} s of the "
+        "interrupt (a loop in C code, or a cell that blocks SIGINT); the worker was killed"
+    )
+
+
+def _tail(worker: WorkerProcess) -> str:
+    text = worker.output.text(0.5).strip()
+    if not text:
+        return ""
+    return f"; its last output (untrusted) was:\n{text[-1500:]}"

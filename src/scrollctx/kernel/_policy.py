@@ -1,0 +1,197 @@
+"""Sandbox policy: which layers exist, which a profile requires, and how their status reads.
+
+Four layers confine the worker; each is applied before any model code runs and self-tested:
+
+- ``rlimits``: address space, file size, open files, no core dumps;
+- ``netns``: a private network namespace (only a downed ``lo``);
+- ``landlock``: the file system is read-only except the scratch folder; the Event Log folder is
+  read-only; TCP bind/connect and signals/abstract sockets towards other domains are denied;
+- ``seccomp``: no fork/exec, no new sockets, no setrlimit/prlimit, no ptrace, no signals to other
+  processes, no mount/namespace/bpf/io_uring/module syscalls.
+
+Profiles (``strict`` is the default and the only one that is not an opt-out):
+
+- ``strict``: all four layers are required; if one does not hold, cells are refused.
+- ``best-effort``: every available layer is applied, none is required (an opt-out: logged and shown
+  in every observation).
+- ``off``: no layer is applied (an opt-out: logged and shown in every observation).
+
+``unavailable`` names layers to treat as missing on this machine: the worker does not apply them
+and reports them unavailable. It exists to check fail-closed behaviour and the doctor on a machine
+that has every layer; it only ever weakens the sandbox, so it cannot be used to claim protection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from scrollctx.errors import UsageError
+
+__all__ = [
+    "LAYERS",
+    "PROFILES",
+    "LayerState",
+    "LayerStatus",
+    "Limits",
+    "SandboxPolicy",
+    "SandboxStatus",
+    "resolve_policy",
+]
+
+LAYERS: tuple[str, ...] = ("rlimits", "netns", "landlock", "seccomp")
+"""Every sandbox layer, in the order the worker applies them."""
+
+PROFILES: tuple[str, ...] = ("strict", "best-effort", "off")
+"""The named profiles; only ``strict`` is not an opt-out."""
+
+LayerState = Literal["ok", "unavailable", "failed", "skipped"]
+_STATES: frozenset[str] = frozenset({"ok", "unavailable", "failed", "skipped"})
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Resource limits applied by the ``rlimits`` layer (bytes and file descriptors)."""
+
+    address_space: int = 2 * 1024**3
+    file_size: int = 256 * 1024**2
+    open_files: int = 256
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """What the worker applies and what the host requires before it runs a cell.
+
+    Example: ``SandboxPolicy()`` is strict; ``SandboxPolicy("off")`` opts out (logged).
+    """
+
+    profile: str = "strict"
+    unavailable: frozenset[str] = field(default_factory=frozenset)
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise UsageError(
+                f"unknown sandbox profile {self.profile!r}; choose one of {', '.join(PROFILES)}"
+            )
+        unknown = sorted(set(self.unavailable) - set(LAYERS))
+        if unknown:
+            raise UsageError(
+                f"unknown sandbox layer(s) {', '.join(unknown)}; layers are {', '.join(LAYERS)}"
+            )
+        object.__setattr__(self, "unavailable", frozenset(self.unavailable))
+
+    @property
+    def is_opt_out(self) -> bool:
+        """Whether this policy weakens the default (anything but ``strict``)."""
+        return self.profile != "strict"
+
+    @property
+    def required(self) -> frozenset[str]:
+        """The layers that must hold before a cell may run."""
+        return frozenset(LAYERS) if self.profile == "strict" else frozenset()
+
+    @property
+    def applied(self) -> tuple[str, ...]:
+        """The layers the worker tries to apply."""
+        if self.profile == "off":
+            return ()
+        return tuple(layer for layer in LAYERS if layer not in self.unavailable)
+
+    def to_wire(self) -> dict[str, Any]:
+        """Return the JSON shape sent to the worker at boot."""
+        return {
+            "profile": self.profile,
+            "apply": list(self.applied),
+            "unavailable": sorted(self.unavailable),
+            "limits": {
+                "address_space": self.limits.address_space,
+                "file_size": self.limits.file_size,
+                "open_files": self.limits.open_files,
+            },
+        }
+
+
+def resolve_policy(
+    sandbox: str | SandboxPolicy | None, *, unavailable: Iterable[str] = ()
+) -> SandboxPolicy:
+    """Turn a profile name (or a ready policy) into a :class:`SandboxPolicy`."""
+    if isinstance(sandbox, SandboxPolicy):
+        return sandbox
+    return SandboxPolicy(sandbox or "strict", unavailable=frozenset(unavailable))
+
+
+@dataclass(frozen=True, slots=True)
+class LayerStatus:
+    """One layer as the worker reported it after its self-test."""
+
+    name: str
+    state: LayerState
+    detail: str = ""
+
+    @property
+    def holds(self) -> bool:
+        """Whether the layer is applied and passed its self-test."""
+        return self.state == "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    """The sandbox of one worker: the policy's profile and each layer's status."""
+
+    profile: str
+    layers: tuple[LayerStatus, ...]
+    required: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def is_opt_out(self) -> bool:
+        """Whether the caller opted out of the strict profile."""
+        return self.profile != "strict"
+
+    @property
+    def missing(self) -> tuple[LayerStatus, ...]:
+        """Required layers that do not hold."""
+        return tuple(s for s in self.layers if s.name in self.required and not s.holds)
+
+    @property
+    def holds(self) -> bool:
+        """Whether every required layer holds (cells may run)."""
+        return not self.missing
+
+    def layer(self, name: str) -> LayerStatus:
+        """Return the status of one layer."""
+        for status in self.layers:
+            if status.name == name:
+                return status
+        raise UsageError(f"unknown sandbox layer {name!r}; layers are {', '.join(LAYERS)}")
+
+    def summary(self) -> str:
+        """Return one line such as ``rlimits ok, netns ok, landlock unavailable, seccomp ok``."""
+        return ", ".join(f"{s.name} {s.state}" for s in self.layers)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-able description (for events and ``--json``)."""
+        return {
+            "profile": self.profile,
+            "holds": self.holds,
+            "required": sorted(self.required),
+            "layers": {s.name: {"state": s.state, "detail": s.detail} for s in self.layers},
+        }
+
+
+def parse_layers(raw: Any) -> tuple[LayerStatus, ...]:
+    """Validate the worker's (untrusted) layer report; unknown or malformed parts are dropped."""
+    if not isinstance(raw, Mapping):
+        return tuple(LayerStatus(name, "failed", "no report from the worker") for name in LAYERS)
+    statuses = []
+    for name in LAYERS:
+        item = raw.get(name)
+        state = item.get("state") if isinstance(item, Mapping) else None
+        detail = item.get("detail") if isinstance(item, Mapping) else None
+        if state not in _STATES:
+            statuses.append(LayerStatus(name, "failed", "the worker sent no valid status"))
+            continue
+        text = detail[:300] if isinstance(detail, str) else ""
+        statuses.append(LayerStatus(name, state, text))
+    return tuple(statuses)

@@ -1,0 +1,206 @@
+"""One worker process as the host sees it: spawn, send, receive, interrupt, kill.
+
+The worker is started as ``[python, "-I", "-m", "scrollctx.kernel._worker", ...]`` with a
+scrubbed environment (no API keys, ``HOME`` and ``TMPDIR`` in scratch), ``cwd`` = scratch, its own
+session, stdin from ``/dev/null``, and the control pipes passed by ``pass_fds``. Its stdout and
+stderr (C code, faulthandler) go to one pipe drained by a thread that keeps only the last few KiB,
+so a flood can neither block the worker nor grow the host; that tail is untrusted text, shown only
+to explain a crash. Writes to the worker never block past a deadline.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from scrollctx.errors import CellTimeout, WorkerCrashed
+from scrollctx.kernel._frames import FrameReader, encode_frame
+
+__all__ = ["WorkerProcess", "describe_exit", "worker_environment"]
+
+_TAIL_BYTES = 8192
+
+
+def worker_environment(scratch: Path) -> dict[str, str]:
+    """Return the whole environment of a worker: nothing from the host's is inherited."""
+    return {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "HOME": str(scratch),
+        "TMPDIR": str(scratch),
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+
+
+def describe_exit(code: int | None) -> str:
+    """Say how a process ended, e.g. ``killed by SIGSEGV`` or ``exit code 3``."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _OutputTail:
+    """Drains one pipe in a daemon thread, keeping the last bytes only."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._chunks: collections.deque[bytes] = collections.deque()
+        self._size = 0
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._drain, name="scroll-worker-output", daemon=True
+        )
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self._fd, 65536):
+                with self._lock:
+                    self._chunks.append(chunk)
+                    self._size += len(chunk)
+                    while self._size - len(self._chunks[0]) >= _TAIL_BYTES:
+                        self._size -= len(self._chunks.popleft())
+        finally:
+            os.close(self._fd)
+
+    def text(self, wait: float = 0.0) -> str:
+        """Return the kept tail as text (after waiting up to ``wait`` s for the pipe to end)."""
+        self._thread.join(wait)
+        with self._lock:
+            data = b"".join(self._chunks)[-_TAIL_BYTES:]
+        return data.decode("utf-8", "replace")
+
+
+class WorkerProcess:
+    """A running worker and its two control pipes."""
+
+    def __init__(self, python: str, scratch: Path) -> None:
+        to_read, self._to_worker = os.pipe()
+        self._from_worker, from_write = os.pipe()
+        out_read, out_write = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [python, "-I", "-m", "scrollctx.kernel._worker",
+                 "--fd-in", str(to_read), "--fd-out", str(from_write)],
+                pass_fds=(to_read, from_write),
+                stdin=subprocess.DEVNULL,
+                stdout=out_write,
+                stderr=out_write,
+                env=worker_environment(scratch),
+                cwd=scratch,
+                start_new_session=True,
+                close_fds=True,
+            )  # fmt: skip
+        except OSError:
+            for fd in (self._to_worker, self._from_worker, out_read):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (to_read, from_write, out_write):
+                os.close(fd)
+        os.set_blocking(self._to_worker, False)
+        self.reader = FrameReader(self._from_worker)
+        self.output = _OutputTail(out_read)
+        self.closed = False
+
+    @property
+    def pid(self) -> int:
+        """The worker's process id."""
+        return self.proc.pid
+
+    def is_alive(self) -> bool:
+        """Whether the process is still running."""
+        return self.proc.poll() is None
+
+    def send(self, message: dict[str, Any] | bytes, deadline: float) -> None:
+        """Write one frame; raise :class:`CellTimeout` if the worker does not take it in time."""
+        data = message if isinstance(message, bytes) else encode_frame(message)
+        view = memoryview(data)
+        while view:
+            try:
+                view = view[os.write(self._to_worker, view) :]
+            except BlockingIOError:
+                remaining = deadline - time.monotonic()
+                ready = remaining > 0 and select.select([], [self._to_worker], [], remaining)[1]
+                if not ready:
+                    raise CellTimeout("the worker stopped reading its control pipe") from None
+            except BrokenPipeError as exc:
+                raise WorkerCrashed(f"the worker is gone ({self.exit_text()})") from exc
+
+    def interrupt(self) -> None:
+        """Send SIGINT (a running cell gets ``KeyboardInterrupt``)."""
+        self._signal(signal.SIGINT)
+
+    def kill(self) -> None:
+        """Kill the worker's whole process group and reap it; close the pipes."""
+        self._signal(signal.SIGKILL, group=True)
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            self.proc.wait()
+        self._close_pipes()
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Ask the worker to exit; kill it if it does not within ``timeout`` seconds."""
+        if self.is_alive():
+            try:
+                self.send({"op": "shutdown"}, time.monotonic() + timeout)
+                self.proc.wait(timeout=timeout)
+            except (CellTimeout, WorkerCrashed, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    def exit_text(self) -> str:
+        """Describe how the worker ended (waiting briefly for the exit status)."""
+        try:
+            code = self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            code = None
+        return describe_exit(code)
+
+    def _signal(self, signum: int, *, group: bool = False) -> None:
+        if self.proc.returncode is not None:
+            return
+        try:
+            if group:
+                os.killpg(self.proc.pid, signum)
+            else:
+                os.kill(self.proc.pid, signum)
+        except ProcessLookupError:
+            pass
+        except PermissionError as exc:  # pragma: no cover - the pid was reused by another user
+            if exc.errno != errno.EPERM:
+                raise
+
+    def _close_pipes(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self._to_worker, self._from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def default_python() -> str:
+    """The interpreter that runs workers: the host's own."""
+    return sys.executable

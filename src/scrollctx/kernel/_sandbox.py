@@ -1,0 +1,206 @@
+"""Apply the sandbox layers inside the worker, in order, and self-test each one.
+
+Runs in the worker before any model code, while it is still single-threaded and after every
+native library it needs is loaded (``ctypes.util.find_library`` shells out, which fails once
+seccomp holds). Order: rlimits, network namespace, Landlock, seccomp, then the self-tests that
+need every layer in place. Each layer ends ``ok`` (applied and its self-test passed),
+``unavailable`` (this machine or the policy does not offer it), ``failed`` (applied, but the
+self-test showed it does not hold) or ``skipped`` (the profile does not apply it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrollctx.kernel import _landlock, _seccomp
+
+__all__ = ["SandboxPlan", "apply_sandbox"]
+
+_CLONE_NEWUSER = 0x10000000
+_CLONE_NEWNET = 0x40000000
+_PR_GET_SECCOMP = 21
+_SYS_FORK = 57
+_READ_ROOTS = ("/usr", "/lib", "/lib64", "/bin")
+_DEVICE_READS = ("/dev/urandom", "/dev/random", "/dev/zero")
+
+
+@dataclass(slots=True)
+class SandboxPlan:
+    """What the worker was asked to apply, decoded from the boot frame."""
+
+    apply: tuple[str, ...]
+    unavailable: tuple[str, ...]
+    limits: dict[str, int]
+    scratch: str
+    db_dir: str | None
+    report: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_wire(cls, policy: dict[str, Any], scratch: str, db_dir: str | None) -> SandboxPlan:
+        return cls(
+            apply=tuple(policy.get("apply", ())),
+            unavailable=tuple(policy.get("unavailable", ())),
+            limits=dict(policy.get("limits", {})),
+            scratch=scratch,
+            db_dir=db_dir,
+        )
+
+    def mark(self, layer: str, state: str, detail: str) -> None:
+        self.report[layer] = {"state": state, "detail": detail}
+
+
+def apply_sandbox(plan: SandboxPlan) -> dict[str, dict[str, str]]:
+    """Apply every layer the plan names, self-test them, and return the status per layer."""
+    steps: dict[str, Callable[[SandboxPlan], str]] = {
+        "rlimits": _apply_rlimits,
+        "netns": _apply_netns,
+        "landlock": _apply_landlock,
+        "seccomp": _apply_seccomp,
+    }
+    for layer, step in steps.items():
+        if layer in plan.unavailable:
+            plan.mark(layer, "unavailable", "forced unavailable by the sandbox policy")
+        elif layer not in plan.apply:
+            plan.mark(layer, "skipped", "not applied by this profile")
+        else:
+            try:
+                plan.mark(layer, "ok", step(plan))
+            except _SelfTestFailed as exc:
+                plan.mark(layer, "failed", str(exc))
+            except OSError as exc:
+                plan.mark(layer, "unavailable", str(exc))
+    _self_test(plan)
+    return plan.report
+
+
+def _apply_rlimits(plan: SandboxPlan) -> str:
+    wanted = {
+        resource.RLIMIT_AS: plan.limits.get("address_space", 2 * 1024**3),
+        resource.RLIMIT_FSIZE: plan.limits.get("file_size", 256 * 1024**2),
+        resource.RLIMIT_NOFILE: plan.limits.get("open_files", 256),
+        resource.RLIMIT_CORE: 0,
+    }
+    # Without this, writing past RLIMIT_FSIZE kills the worker instead of raising EFBIG.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    for limit, value in wanted.items():
+        resource.setrlimit(limit, (value, value))
+    for limit, value in wanted.items():
+        if resource.getrlimit(limit) != (value, value):
+            raise OSError(errno.EINVAL, f"rlimit {limit} did not take")
+    return (
+        f"address space {wanted[resource.RLIMIT_AS] // 1024**2} MiB, "
+        f"file size {wanted[resource.RLIMIT_FSIZE] // 1024**2} MiB, "
+        f"{wanted[resource.RLIMIT_NOFILE]} open files, no core dumps"
+    )
+
+
+def _apply_netns(plan: SandboxPlan) -> str:
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
+    if libc.unshare(flags) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"unshare(CLONE_NEWNET) failed: {os.strerror(err)}")
+    names = [name for _, name in socket.if_nameindex()]
+    if names != ["lo"]:
+        raise _SelfTestFailed(f"self-test: interfaces after unshare are {names}")
+    return "private network namespace (only lo, down)"
+
+
+def _landlock_paths(plan: SandboxPlan) -> tuple[list[str], list[str]]:
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, *_READ_ROOTS]
+    if plan.db_dir:
+        candidates.append(plan.db_dir)
+    reads: list[str] = []
+    for path in candidates:
+        real = os.path.realpath(path) if path else ""
+        if real and real != "/" and os.path.exists(real) and real not in reads:
+            reads.append(real)
+    reads += [path for path in _DEVICE_READS if os.path.exists(path)]
+    return reads, [plan.scratch]
+
+
+def _apply_landlock(plan: SandboxPlan) -> str:
+    reads, writes = _landlock_paths(plan)
+    return _landlock.restrict(reads, writes, read_write_files=["/dev/null"])
+
+
+def _apply_seccomp(plan: SandboxPlan) -> str:
+    return _seccomp.install_filter()
+
+
+class _SelfTestFailed(Exception):
+    """A layer was applied but its self-test shows it does not hold."""
+
+
+def _self_test(plan: SandboxPlan) -> None:
+    tests: dict[str, Callable[[SandboxPlan], str | None]] = {
+        "landlock": _probe_landlock,
+        "seccomp": _probe_seccomp,
+    }
+    for layer, probe in tests.items():
+        if plan.report.get(layer, {}).get("state") != "ok":
+            continue
+        problem = probe(plan)
+        if problem:
+            plan.mark(layer, "failed", f"self-test: {problem}")
+
+
+def _expect_denied(action: Callable[[], object]) -> bool:
+    try:
+        action()
+    except PermissionError:
+        return True
+    except OSError as exc:
+        return exc.errno in (errno.EPERM, errno.EACCES)
+    return False
+
+
+def _probe_landlock(plan: SandboxPlan) -> str | None:
+    outside = os.path.join(sys.prefix, ".scroll-sandbox-probe")
+
+    def create_outside() -> None:
+        fd = os.open(outside, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+        os.close(fd)
+        os.unlink(outside)
+
+    if not _expect_denied(create_outside):
+        return f"could create {outside}"
+    if not _expect_denied(lambda: os.open("/", os.O_RDONLY | os.O_DIRECTORY)):
+        return "could list /"
+    probe = os.path.join(plan.scratch, ".scroll-sandbox-probe")
+    fd = os.open(probe, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def _probe_seccomp(plan: SandboxPlan) -> str | None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_GET_SECCOMP, 0, 0, 0, 0) != 2:
+        return "prctl(GET_SECCOMP) is not 2 (filter mode)"
+    if not _expect_denied(lambda: socket.socket(socket.AF_INET, socket.SOCK_STREAM)):
+        return "socket(AF_INET) was allowed"
+    pid = libc.syscall(_SYS_FORK)
+    if pid == 0:
+        os._exit(0)
+    if pid > 0:
+        os.waitpid(pid, 0)
+        return "fork was allowed"
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limit)
+        return "setrlimit was allowed"
+    except (ValueError, OSError):
+        pass  # CPython reports EPERM from setrlimit as ValueError
+    if not _expect_denied(lambda: os.kill(os.getppid(), 0)):
+        return "kill(parent, 0) was allowed"
+    return None

@@ -1,0 +1,161 @@
+"""A seccomp-bpf filter built by hand (no libseccomp) and installed with ``prctl``.
+
+Used only inside the worker, x86_64 only (any other architecture is reported unavailable, and a
+filter meeting a foreign architecture at run time kills the process). The filter:
+
+- returns ``EPERM`` for process creation and execution (``fork``, ``vfork``, ``clone`` without
+  ``CLONE_THREAD``, ``execve``, ``execveat``), every socket syscall except ``socketpair``
+  (so no TCP, UDP, netlink, packet or unix-path sockets), ``ptrace`` and ``process_vm_*``,
+  ``setrlimit`` and ``prlimit64`` with a new limit, namespaces, mounts, ``bpf``,
+  ``perf_event_open``, ``io_uring``, keyrings, kernel modules, device nodes (``mknod``), pidfds
+  and Landlock itself;
+- allows ``kill``/``tgkill``/``rt_(tg)sigqueueinfo`` only towards the worker's own pid;
+- returns ``ENOSYS`` for ``clone3`` so glibc falls back to ``clone`` (whose flags can be checked);
+- returns ``EPERM`` for x32 syscall numbers; allows everything else (file I/O is Landlock's job).
+
+Threads stay possible on purpose (a cell may use them; they die with the worker).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+
+__all__ = ["install_filter"]
+
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_RET_KILL_PROCESS = 0x80000000
+_RET_ERRNO = 0x00050000
+_RET_ALLOW = 0x7FFF0000
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_CLONE_THREAD = 0x00010000
+_X32_BIT = 0x40000000
+
+# BPF opcodes
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JGE_K = 0x35
+_JSET_K = 0x45
+_RET_K = 0x06
+
+_DENIED: dict[str, int] = {
+    "socket": 41, "connect": 42, "accept": 43, "bind": 49, "listen": 50, "accept4": 288,
+    "fork": 57, "vfork": 58, "execve": 59, "execveat": 322,
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312,
+    "process_madvise": 440, "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438,
+    "tkill": 200, "setrlimit": 160,
+    "unshare": 272, "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155,
+    "chroot": 161, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431,
+    "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "io_uring_setup": 425,
+    "io_uring_enter": 426, "io_uring_register": 427, "keyctl": 250, "add_key": 248,
+    "request_key": 249, "init_module": 175, "finit_module": 313, "delete_module": 176,
+    "kexec_load": 246, "kexec_file_load": 320, "reboot": 169, "swapon": 167, "swapoff": 168,
+    "acct": 163, "settimeofday": 164, "clock_settime": 227, "sethostname": 170,
+    "setdomainname": 171, "iopl": 172, "ioperm": 173, "syslog": 103, "quotactl": 179,
+    "mknod": 133, "mknodat": 259, "open_by_handle_at": 304, "name_to_handle_at": 303,
+    "fanotify_init": 300, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
+    "landlock_restrict_self": 446,
+}  # fmt: skip
+_SELF_ONLY_ARG0 = {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297}
+_CLONE = 56
+_CLONE3 = 435
+_PRLIMIT64 = 302  # allowed only as a read (new_limit == NULL), so getrlimit keeps working
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+# Before label resolution: an instruction (code, k, jump-if-true label, jump-if-false label),
+# or a bare string, which names the position of the next instruction.
+_Insn = tuple[int, int, str | None, str | None] | str
+
+
+def _program(own_pid: int) -> list[_Insn]:
+    prog: list[_Insn] = [
+        (_LD_W_ABS, 4, None, None),  # seccomp_data.arch
+        (_JEQ_K, _AUDIT_ARCH_X86_64, None, "kill"),
+        (_LD_W_ABS, 0, None, None),  # seccomp_data.nr
+        (_JGE_K, _X32_BIT, "eperm", None),
+        (_JEQ_K, _CLONE3, "enosys", None),
+        (_JEQ_K, _CLONE, "clone", None),
+        (_JEQ_K, _PRLIMIT64, "prlimit", None),
+    ]
+    prog += [(_JEQ_K, nr, "self_pid", None) for nr in _SELF_ONLY_ARG0.values()]
+    prog += [(_JEQ_K, nr, "eperm", None) for nr in _DENIED.values()]
+    prog += [
+        (_RET_K, _RET_ALLOW, None, None),
+        "clone",
+        (_LD_W_ABS, 16, None, None),  # low 32 bits of args[0]
+        (_JSET_K, _CLONE_THREAD, "allow", "eperm"),
+        "prlimit",
+        (_LD_W_ABS, 32, None, None),  # low 32 bits of args[2] (new_limit)
+        (_JEQ_K, 0, None, "eperm"),
+        (_LD_W_ABS, 36, None, None),  # high 32 bits of args[2]
+        (_JEQ_K, 0, "allow", "eperm"),
+        "self_pid",
+        (_LD_W_ABS, 16, None, None),
+        (_JEQ_K, own_pid, "allow", "eperm"),
+        "allow",
+        (_RET_K, _RET_ALLOW, None, None),
+        "eperm",
+        (_RET_K, _RET_ERRNO | errno.EPERM, None, None),
+        "enosys",
+        (_RET_K, _RET_ERRNO | errno.ENOSYS, None, None),
+        "kill",
+        (_RET_K, _RET_KILL_PROCESS, None, None),
+    ]
+    return prog
+
+
+def _assemble(prog: list[_Insn]) -> list[_SockFilter]:
+    labels: dict[str, int] = {}
+    body: list[tuple[int, int, str | None, str | None]] = []
+    for insn in prog:
+        if isinstance(insn, str):
+            labels[insn] = len(body)
+        else:
+            body.append(insn)
+
+    def offset(here: int, label: str | None) -> int:
+        if label is None:
+            return 0
+        jump = labels[label] - here - 1
+        if not 0 <= jump < 256:
+            raise OSError(errno.EINVAL, f"seccomp jump to {label} out of range ({jump})")
+        return jump
+
+    return [
+        _SockFilter(code, offset(i, jt), offset(i, jf), k & 0xFFFFFFFF)
+        for i, (code, k, jt, jf) in enumerate(body)
+    ]
+
+
+def install_filter() -> str:
+    """Install the filter on this process (and its future threads); return what holds."""
+    if platform.machine() != "x86_64":
+        raise OSError(errno.ENOTSUP, f"the seccomp filter is x86_64-only ({platform.machine()})")
+    insns = _assemble(_program(os.getpid()))
+    array = (_SockFilter * len(insns))(*insns)
+    fprog = _SockFprog(len(insns), ctypes.cast(array, ctypes.POINTER(_SockFilter)))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(NO_NEW_PRIVS) failed")
+    if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(SET_SECCOMP) failed: {os.strerror(err)}")
+    return f"{len(insns)} instructions; fork/exec/sockets/ptrace/setrlimit denied"
