@@ -1,0 +1,501 @@
+"""The Anthropic Messages backend (Claude), behind the optional ``anthropic`` extra.
+
+Invariants:
+
+- The ``anthropic`` SDK is imported only inside this module's functions, on first use; when it
+  is missing, :class:`~scrollctx.errors.MissingDependency` names
+  ``pip install 'scrollctx[anthropic]'``.
+- The neutral request is converted here and only here: system text (and any ``system``
+  messages) goes to the separate ``system`` field; assistant tool calls become ``tool_use``
+  blocks; ``tool`` messages become ``tool_result`` blocks in the following user turn (results
+  first); consecutive same-role turns merge; the first turn is a user turn; and every
+  ``tool_use`` must be answered in the very next turn, or :class:`UsageError` is raised before
+  anything is sent.
+- Thinking blocks (``thinking`` with its ``signature``, ``redacted_thinking``) are copied from
+  the raw JSON answer into ``Completion.reasoning_blocks`` and sent back unchanged, first in
+  their assistant turn, as the API requires.
+- Errors are translated by SDK exception type; "prompt too long" is recognised by the structured
+  ``error.details.error_code`` or by HTTP 413 (``ContentTooLargeError``), never by message text.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from scrollctx.config import Config
+from scrollctx.errors import (
+    BackendError,
+    BackendUnavailable,
+    BadResponse,
+    ContextTooLong,
+    MissingCredentials,
+    MissingDependency,
+    RateLimited,
+    UsageError,
+)
+
+from ._base import Backend, BackendOptions
+from ._openai_errors import parse_retry_after
+from ._retry import RetryPolicy, call_with_retries
+from ._secrets import redact
+from ._settings import Endpoint, EndpointSource, resolve_endpoint
+from ._types import ChatRequest, Completion, Message, ToolCall, Usage, parse_tool_arguments
+
+__all__ = [
+    "ANTHROPIC_KEY_HELP",
+    "AnthropicBackend",
+    "AnthropicOptions",
+    "anthropic_rules",
+    "map_anthropic_errors",
+    "to_anthropic_messages",
+]
+
+_log = logging.getLogger(__name__)
+
+SOURCE = EndpointSource(
+    backend="anthropic",
+    key_variable="ANTHROPIC_API_KEY",
+    base_url_variable="ANTHROPIC_BASE_URL",
+    default_model="claude-sonnet-4-5",
+    default_base_url="https://api.anthropic.com",
+)
+ANTHROPIC_KEY_HELP = (
+    "set it with `export ANTHROPIC_API_KEY=...` or `api_key` under [backends.anthropic] in "
+    "<store>/config.toml, or choose another backend with --model openai:NAME"
+)
+_PLACEHOLDER_KEY = "no-key-needed"
+_THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+_CONTEXT_CODES = frozenset({"prompt_too_long", "context_length_exceeded"})
+# The Messages API wants a user turn first; a conversation that opens with the assistant
+# (e.g. after the opening was evicted) gets this neutral opener.
+OPENING_USER_TEXT = "(conversation continues)"
+
+
+def _sdk() -> Any:
+    try:
+        import anthropic  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        raise MissingDependency("anthropic", "anthropic") from exc
+    return anthropic
+
+
+@dataclass(frozen=True, slots=True)
+class AnthropicOptions(BackendOptions):
+    """Options of the Anthropic backend. ``thinking_budget`` turns on extended thinking."""
+
+    max_tokens: int = 4096
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: tuple[str, ...] | None = None
+    thinking_budget: int | None = None
+    tool_choice: str | None = None
+    timeout: float = 120.0
+
+
+class AnthropicBackend(Backend):
+    """Claude through the Anthropic Messages API."""
+
+    name = "anthropic"
+    supports_tools = True
+    Options = AnthropicOptions
+
+    def __init__(
+        self,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        options: BackendOptions | Mapping[str, Any] | None = None,
+        retry: RetryPolicy | None = None,
+        client: Any = None,
+    ) -> None:
+        super().__init__(model=model or SOURCE.default_model, options=options, retry=retry)
+        self.options: AnthropicOptions
+        self.base_url = base_url or SOURCE.default_base_url
+        self._owns_client = client is None
+        self._client = client or _sdk().Anthropic(
+            api_key=api_key or _PLACEHOLDER_KEY,
+            base_url=self.base_url,
+            max_retries=0,
+            timeout=self.options.timeout,
+        )
+
+    @classmethod
+    def from_spec(
+        cls,
+        model: str | None,
+        *,
+        config: Config | None = None,
+        environ: Mapping[str, str] | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> AnthropicBackend:
+        """Resolve endpoint, key and model (argument > env > config.toml > default)."""
+        _sdk()
+        endpoint = resolve_endpoint(SOURCE, model=model, environ=environ or {}, config=config)
+        _require_key(endpoint)
+        return cls(
+            model=endpoint.model,
+            base_url=endpoint.base_url,
+            api_key=endpoint.api_key,
+            options={**endpoint.options, **(options or {})},
+        )
+
+    def complete(self, request: ChatRequest) -> Completion:
+        """Send one Messages request and parse the raw JSON answer."""
+        body = self._body(request)
+        data = call_with_retries(lambda: self._post(body), self.retry)
+        return parse_message(data, model=self.model, backend=self.name)
+
+    def close(self) -> None:
+        """Close the HTTP client if this backend created it."""
+        if self._owns_client:
+            self._client.close()
+
+    def _body(self, request: ChatRequest) -> dict[str, Any]:
+        options = self.options.merged(request.options)
+        system, messages = to_anthropic_messages(request)
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": options.max_tokens,
+            "messages": messages,
+        }
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                for t in request.tools
+            ]
+            if options.tool_choice is not None:
+                body["tool_choice"] = {"type": options.tool_choice}
+        for key in ("temperature", "top_p", "top_k"):
+            if getattr(options, key) is not None:
+                body[key] = getattr(options, key)
+        if options.stop:
+            body["stop_sequences"] = list(options.stop)
+        if options.thinking_budget is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": options.thinking_budget}
+        return body
+
+    def _post(self, body: dict[str, Any]) -> Any:
+        _log.debug("POST messages %s", redact({k: v for k, v in body.items() if k != "messages"}))
+        with map_anthropic_errors(self.name):
+            text = self._client.messages.with_raw_response.create(**body).http_response.text
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise BadResponse(
+                f"{self.name} answered with invalid JSON ({exc.msg}): {redact(text[:200])!r}",
+                backend=self.name,
+            ) from exc
+
+
+def _require_key(endpoint: Endpoint) -> None:
+    if endpoint.api_key is None and endpoint.is_default_base_url:
+        raise MissingCredentials(
+            f"no API key for the anthropic backend (model {endpoint.model}); {ANTHROPIC_KEY_HELP}",
+            backend="anthropic",
+        )
+
+
+# -- request conversion ---------------------------------------------------------------------
+
+
+def to_anthropic_messages(request: ChatRequest) -> tuple[str, list[dict[str, Any]]]:
+    """Convert the neutral request to ``(system, messages)`` for the Messages API.
+
+    Raises:
+        UsageError: a tool call without its result in the next turn, or a result without its
+            call, or an unknown role.
+    """
+    system_parts = [request.system] if request.system else []
+    turns: list[dict[str, Any]] = []
+    for message in request.messages:
+        role = message["role"]
+        if role == "system":
+            system_parts.append(message.get("content") or "")
+        elif role == "assistant":
+            _append_turn(turns, "assistant", _assistant_blocks(message))
+        elif role == "tool":
+            _append_turn(turns, "user", [_tool_result_block(message)])
+        elif role == "user":
+            _append_turn(turns, "user", _text_blocks(message.get("content")))
+        else:
+            raise UsageError(f"message role {role!r} is not system, user, assistant or tool")
+    if turns and turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_USER_TEXT}]})
+    _check_tool_pairing(turns)
+    return "\n\n".join(part for part in system_parts if part), turns
+
+
+def _text_blocks(content: str | None) -> list[dict[str, Any]]:
+    # The API rejects empty text blocks; an empty message contributes nothing.
+    return [{"type": "text", "text": content}] if content else []
+
+
+def _assistant_blocks(message: Message) -> list[dict[str, Any]]:
+    blocks = [
+        dict(block)
+        for block in message.get("reasoning") or []
+        if block.get("type") in _THINKING_TYPES
+    ]
+    blocks += _text_blocks(message.get("content"))
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        raw = function.get("arguments") or ""
+        arguments, error = parse_tool_arguments(raw) if isinstance(raw, str) else (raw, None)
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.get("id") or "",
+                "name": function.get("name") or "",
+                # Anthropic needs an object; unparseable text travels under one key, visibly.
+                "input": arguments if error is None else {"raw_arguments": raw},
+            }
+        )
+    return blocks
+
+
+def _tool_result_block(message: Message) -> dict[str, Any]:
+    call_id = message.get("tool_call_id")
+    if not call_id:
+        raise UsageError("a tool message has no tool_call_id; every tool result names its call")
+    return {"type": "tool_result", "tool_use_id": call_id, "content": message.get("content") or ""}
+
+
+def _append_turn(turns: list[dict[str, Any]], role: str, blocks: list[dict[str, Any]]) -> None:
+    if not blocks:
+        return
+    if turns and turns[-1]["role"] == role:
+        turns[-1]["content"].extend(blocks)
+    else:
+        turns.append({"role": role, "content": list(blocks)})
+    if role == "user":
+        # tool results must open the user turn that answers a tool call
+        turns[-1]["content"].sort(key=lambda block: block["type"] != "tool_result")
+
+
+def _check_tool_pairing(turns: Sequence[Mapping[str, Any]]) -> None:
+    for index, turn in enumerate(turns):
+        before = turns[index - 1] if index else None
+        asked = _ids(before, "tool_use", "id") if before else []
+        if stray := [i for i in _ids(turn, "tool_result", "tool_use_id") if i not in asked]:
+            raise UsageError(
+                f"tool result for {stray[0]!r} does not follow the tool call it answers; "
+                "keep each tool call together with its result"
+            )
+        after = turns[index + 1] if index + 1 < len(turns) else None
+        answered = _ids(after, "tool_result", "tool_use_id") if after else []
+        if missing := [i for i in _ids(turn, "tool_use", "id") if i not in answered]:
+            raise UsageError(
+                f"tool call {missing[0]!r} has no tool result in the next message; "
+                "keep each tool call together with its result"
+            )
+
+
+def _ids(turn: Mapping[str, Any], block_type: str, key: str) -> list[str]:
+    return [b[key] for b in turn["content"] if b.get("type") == block_type]
+
+
+# -- response parsing -----------------------------------------------------------------------
+
+
+def parse_message(data: Any, *, model: str, backend: str) -> Completion:
+    """Build a :class:`Completion` from a Messages API JSON body."""
+    content = data.get("content") if isinstance(data, dict) else None
+    if not isinstance(content, list):
+        raise BadResponse(
+            f"{backend} answered without content blocks: {redact(json.dumps(data)[:200])}",
+            backend=backend,
+        )
+    texts, calls, thinking, blocks = [], [], [], []
+    for block in content:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "text":
+            texts.append(block.get("text") or "")
+        elif kind == "tool_use":
+            calls.append(_tool_call(block))
+        elif kind in _THINKING_TYPES:
+            blocks.append(block)
+            thinking.append(block.get("thinking") or "")
+    return Completion(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        reasoning="".join(thinking),
+        reasoning_blocks=tuple(blocks),
+        finish_reason=data.get("stop_reason"),
+        usage=_usage(data.get("usage")),
+        model=data.get("model") or model,
+        backend=backend,
+    )
+
+
+def _tool_call(block: Mapping[str, Any]) -> ToolCall:
+    arguments = block.get("input")
+    if isinstance(arguments, dict):
+        return ToolCall(
+            id=block.get("id") or "",
+            name=block.get("name") or "",
+            arguments=arguments,
+            raw_arguments=json.dumps(arguments),
+        )
+    return ToolCall(
+        id=block.get("id") or "",
+        name=block.get("name") or "",
+        arguments={},
+        raw_arguments=json.dumps(arguments),
+        arguments_error=f"tool input is JSON {type(arguments).__name__}, expected an object",
+    )
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, Mapping) or not isinstance(raw.get("input_tokens"), int):
+        return None
+    prompt = sum(
+        raw.get(key) or 0
+        for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+    )
+    return Usage(prompt_tokens=prompt, completion_tokens=int(raw.get("output_tokens") or 0))
+
+
+# -- error translation ----------------------------------------------------------------------
+
+Translate = Callable[[Any, str], BackendError]
+
+
+def _kwargs(exc: Any, backend: str) -> dict[str, Any]:
+    response = getattr(exc, "response", None)
+    return {
+        "backend": backend,
+        "status_code": getattr(response, "status_code", None),
+        "retry_after": parse_retry_after(getattr(response, "headers", None)),
+    }
+
+
+def _detail(exc: Any) -> str:
+    status = getattr(exc, "status_code", None)
+    head = f"HTTP {status}" if status is not None else type(exc).__name__
+    return f"{head}: {redact(getattr(exc, 'message', None) or str(exc))}"
+
+
+def _rejected(exc: Any, backend: str) -> BackendError:
+    if getattr(exc, "error_code", None) in _CONTEXT_CODES:
+        return _too_long(exc, backend)
+    return BackendError(
+        f"{backend} rejected the request ({_detail(exc)}); check the model name and options",
+        **_kwargs(exc, backend),
+    )
+
+
+def _too_long(exc: Any, backend: str) -> BackendError:
+    return ContextTooLong(
+        f"{backend} rejected the request as too long ({_detail(exc)}); "
+        "shorten the conversation or lower max_tokens",
+        **_kwargs(exc, backend),
+    )
+
+
+def _auth(exc: Any, backend: str) -> BackendError:
+    return MissingCredentials(
+        f"{backend} refused the credentials ({_detail(exc)}); {ANTHROPIC_KEY_HELP}",
+        **_kwargs(exc, backend),
+    )
+
+
+def _denied(exc: Any, backend: str) -> BackendError:
+    return BackendError(
+        f"{backend} denied the request ({_detail(exc)}); check the account, billing and model "
+        "access of this key",
+        **_kwargs(exc, backend),
+    )
+
+
+def _rate_limited(exc: Any, backend: str) -> BackendError:
+    return RateLimited(
+        f"{backend} is rate limiting us ({_detail(exc)}); wait and retry", **_kwargs(exc, backend)
+    )
+
+
+def _unavailable(exc: Any, backend: str) -> BackendError:
+    return BackendUnavailable(
+        f"{backend} is unavailable ({_detail(exc)}); retry later", **_kwargs(exc, backend)
+    )
+
+
+def _other_status(exc: Any, backend: str) -> BackendError:
+    if exc.status_code == 429:
+        return _rate_limited(exc, backend)
+    if exc.status_code >= 500 or exc.status_code in (408, 499):
+        return _unavailable(exc, backend)
+    return _rejected(exc, backend)
+
+
+def _bad_response(exc: Any, backend: str) -> BackendError:
+    return BadResponse(
+        f"{backend} answered with something unusable ({_detail(exc)})", **_kwargs(exc, backend)
+    )
+
+
+def _generic(exc: Any, backend: str) -> BackendError:
+    return BackendError(f"{backend} failed ({_detail(exc)})", **_kwargs(exc, backend))
+
+
+_RULE_NAMES: list[tuple[str, Translate]] = [
+    ("ContentTooLargeError", _too_long),
+    ("BadRequestError", _rejected),
+    ("IdentityTokenFileError", _auth),
+    ("CredentialsError", _auth),
+    ("AuthenticationError", _auth),
+    ("PaymentRequiredError", _denied),
+    ("PermissionDeniedError", _denied),
+    ("NotFoundError", _rejected),
+    ("RequestTimeoutError", _unavailable),
+    ("ConflictError", _rejected),
+    ("PreconditionFailedError", _rejected),
+    ("UnprocessableEntityError", _rejected),
+    ("RequestHeaderFieldsTooLargeError", _rejected),
+    ("RateLimitError", _rate_limited),
+    ("ClientClosedRequestError", _unavailable),
+    ("HTTPNotImplementedError", _rejected),
+    ("OverloadedError", _unavailable),
+    ("ServiceUnavailableError", _unavailable),
+    ("GatewayTimeoutError", _unavailable),
+    ("InternalServerError", _unavailable),
+    ("APIStatusError", _other_status),
+    ("APITimeoutError", _unavailable),
+    ("APIConnectionError", _unavailable),
+    ("APIResponseValidationError", _bad_response),
+    ("APIWebhookValidationError", _bad_response),
+    ("RetryableError", _unavailable),
+    ("APIError", _generic),
+    ("AnthropicError", _generic),
+]
+
+
+def anthropic_rules() -> list[tuple[type[BaseException], Translate]]:
+    """(SDK exception class, translator), most specific first; classes the SDK lacks skipped."""
+    sdk = _sdk()
+    return [
+        (getattr(sdk, name), translate)
+        for name, translate in _RULE_NAMES
+        if isinstance(getattr(sdk, name, None), type)
+    ]
+
+
+@contextmanager
+def map_anthropic_errors(backend: str = "anthropic") -> Iterator[None]:
+    """Turn any ``anthropic`` exception raised inside the block into a :class:`BackendError`."""
+    sdk = _sdk()
+    try:
+        yield
+    except sdk.AnthropicError as exc:
+        for sdk_class, translate in anthropic_rules():
+            if isinstance(exc, sdk_class):
+                raise translate(exc, backend) from exc
+        raise

@@ -1,0 +1,98 @@
+"""Bounded retries with exponential backoff and jitter for provider calls.
+
+Invariants:
+
+- Only :class:`~scrollctx.errors.RateLimited` and :class:`~scrollctx.errors.BackendUnavailable`
+  (429, 5xx, connection failures and timeouts, already translated at the SDK boundary) are
+  retried; every other error, including all other 4xx answers, propagates at once.
+- At most ``max_attempts`` calls are made. A ``Retry-After`` the provider sent is honoured as
+  given; one longer than ``max_delay`` ends the retries at once rather than blocking for it.
+- Waiting goes through an injected ``sleep`` so tests never wait.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from scrollctx.errors import BackendUnavailable, RateLimited, UsageError
+
+__all__ = ["RetryPolicy", "call_with_retries"]
+
+T = TypeVar("T")
+_RETRYABLE = (RateLimited, BackendUnavailable)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how patiently to retry a failed provider call.
+
+    Example::
+
+        RetryPolicy(max_attempts=3, base_delay=0.5)   # waits ~0.5 s, then ~1 s
+
+    ``jitter`` is the fraction of each backoff delay that is randomised away (0 = none).
+    """
+
+    max_attempts: int = 4
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+    jitter: float = 0.5
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    rng: random.Random = field(default_factory=random.Random, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise UsageError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        if self.base_delay < 0 or self.max_delay < 0:
+            raise UsageError(
+                f"retry delays must be >= 0, got base {self.base_delay}, max {self.max_delay}"
+            )
+        if not 0 <= self.jitter <= 1:
+            raise UsageError(f"jitter must be within [0, 1], got {self.jitter}")
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based), jitter applied."""
+        ceiling = min(self.max_delay, self.base_delay * 2.0 ** (attempt - 1))
+        return ceiling * (1 - self.jitter * self.rng.random())
+
+
+def call_with_retries(call: Callable[[], T], policy: RetryPolicy) -> T:
+    """Run ``call``, retrying rate limits and outages as ``policy`` allows.
+
+    Raises:
+        RateLimited, BackendUnavailable: still failing after the last attempt (or the
+            provider asked for a wait beyond ``policy.max_delay``); the message says how many
+            attempts were made.
+    """
+    attempt = 1
+    while True:
+        try:
+            return call()
+        except _RETRYABLE as exc:
+            wait = exc.retry_after if exc.retry_after is not None else policy.backoff(attempt)
+            if attempt >= policy.max_attempts or wait > policy.max_delay:
+                raise _give_up(exc, attempt, wait, policy) from exc
+            policy.sleep(wait)
+            attempt += 1
+
+
+def _give_up(
+    exc: RateLimited | BackendUnavailable, attempt: int, wait: float, policy: RetryPolicy
+) -> RateLimited | BackendUnavailable:
+    if attempt < policy.max_attempts:
+        why = (
+            f"the provider asked to wait {wait:g} s, longer than the {policy.max_delay:g} s "
+            f"allowed; try again later"
+        )
+    else:
+        why = f"gave up after {attempt} attempt{'s' if attempt > 1 else ''}"
+    return type(exc)(
+        f"{exc} ({why})",
+        backend=exc.backend,
+        status_code=exc.status_code,
+        retry_after=exc.retry_after,
+    )
