@@ -16,6 +16,7 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     │   ├── CellTimeout              exit 1
     │   ├── WorkerCrashed            exit 1
     │   └── ProtocolError            exit 1   the worker sent a frame the host rejects
+    ├── ContextOverflow              exit 1   the protected part of the view exceeds the window
     ├── BackendError                 exit 1   an LLM provider
     │   ├── MissingCredentials       exit 2
     │   ├── RateLimited              exit 1
@@ -36,6 +37,7 @@ __all__ = [
     "BadResponse",
     "CellTimeout",
     "ConfigError",
+    "ContextOverflow",
     "ContextTooLong",
     "FormatError",
     "IntegrityError",
@@ -135,6 +137,15 @@ class WorkerCrashed(KernelError):
 
 class ProtocolError(KernelError):
     """The worker sent a frame the host rejects."""
+
+
+class ContextOverflow(ScrollError):
+    """The working view cannot fit its window: what eviction may not touch is already too big."""
+
+    def __init__(self, message: str, *, tokens: int, budget: int) -> None:
+        super().__init__(message)
+        self.tokens = tokens
+        self.budget = budget
 
 
 class BackendError(ScrollError):

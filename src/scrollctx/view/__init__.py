@@ -1,0 +1,52 @@
+"""The working view: token accounting, eviction (Algorithm 1), the tiered index, headlines.
+
+Turns live in the view as provider-neutral records bound to Event Log ``seq`` numbers; the view
+renders them for OpenAI or Anthropic, keeps itself under ``rho * C`` by folding tool payloads
+and evicting whole exchanges into a tiered index, and can be rebuilt from the log after a
+restart. Only the standard library and the log layer are used.
+"""
+
+from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
+from scrollctx.view._simulate import SimulationResult, simulate
+from scrollctx.view._turns import VIEW_KEY, Turn, split_message
+from scrollctx.view._working import (
+    INDEX_KIND,
+    EvictionReport,
+    RenderedView,
+    ViewMetrics,
+    WorkingView,
+)
+from scrollctx.view.headlines import (
+    HEADLINE_PROMPT,
+    STATUSES,
+    Headline,
+    HeadlineStripper,
+    parse_headline,
+    strip_headline,
+)
+from scrollctx.view.tokens import TokenCounter, estimate_tokens
+
+__all__ = [
+    "EvictionIndex",
+    "EvictionReport",
+    "HEADLINE_PROMPT",
+    "Headline",
+    "HeadlineStripper",
+    "INDEX_HEADER",
+    "INDEX_KIND",
+    "IndexBlock",
+    "IndexLine",
+    "RenderedView",
+    "STATUSES",
+    "SimulationResult",
+    "TokenCounter",
+    "Turn",
+    "VIEW_KEY",
+    "ViewMetrics",
+    "WorkingView",
+    "estimate_tokens",
+    "parse_headline",
+    "simulate",
+    "split_message",
+    "strip_headline",
+]

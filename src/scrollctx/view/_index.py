@@ -1,0 +1,270 @@
+"""The tiered eviction index: every evicted span, addressable by its exact ``seq`` range.
+
+Structure. ``tiers[0]`` holds the most recent evictions in full detail; higher tiers hold older
+history in coarser lines. A tier holds blocks; a block holds lines; every line and every block
+carries its exact ``seq`` span ``[lo, hi]``. Adding an eviction appends one block to tier 0.
+When a tier reaches ``k`` blocks it **rolls up**: its newest block keeps its detail and stays,
+and the ``k - 1`` older blocks collapse to one line each, forming one new block appended to
+the next tier. After ``n`` evictions the index holds at most ``(k - 1) * (ceil(log_{k-1} n)
++ 1)`` blocks, i.e. O(k log_k n) (``k >= 3``).
+
+Invariants (checked by the tests):
+
+- spans of all lines, read from the highest tier down to tier 0, are disjoint and ascending;
+- a block's span is its lines' hull; lines inside a block are contiguous in eviction order;
+- the union of spans covers exactly the evicted events of the session's view;
+- rendering lists the highest tier first and tier 0 last, so a new eviction that causes no
+  roll-up appends at the very end of the text: the text before it stays byte-identical.
+
+Real user requests inside a span are **anchors**: a tier-0 line of its own
+(``user: "…"``), and, once rolled up, carried on the collapsed line (the first and last
+``MAX_ANCHORS - 1`` verbatim, plus their count).
+
+Data shape (``to_data()``; the ``eviction_index`` event's metadata and ``ms.index()``)::
+
+    {
+      "version": 1, "k": 4, "session_id": "s1",
+      "counters": {"evictions": 7, "rollups": 2, "evicted_events": 40, "folds": 12, ...},
+      "tiers": [                                  # tiers[0] is Tier 0: newest, most detailed
+        {"tier": 0, "blocks": [
+          {"lo": 101, "hi": 118, "lines": [
+            {"lo": 101, "hi": 101, "kind": "user", "text": "user: fix the parser",
+             "anchors": [{"seq": 101, "text": "fix the parser"}], "anchor_count": 1},
+            {"lo": 102, "hi": 118, "kind": "turn", "text": "⟦ parser | … | done ⟧",
+             "anchors": [], "anchor_count": 0}]}]},
+        {"tier": 1, "blocks": [...]}],
+      "view_state": {"live_from": 119, "pinned": [], "folded": [120, 124]}   # restore state
+    }
+
+``kind`` is ``user`` (a real user request), ``turn`` (an exchange; text is its headline, else
+its extractive label) or ``rollup`` (a collapsed block: ``first … last``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "INDEX_HEADER",
+    "MAX_ANCHORS",
+    "MAX_DETAIL_LINES",
+    "EvictionIndex",
+    "IndexBlock",
+    "IndexLine",
+    "clip_line",
+    "merge_anchors",
+]
+
+MAX_ANCHORS = 3
+MAX_DETAIL_LINES = 8
+_LINE_CHARS = 200
+_HALF_CHARS = 90
+_ELLIPSIS = " … "
+
+INDEX_HEADER = """\
+[eviction index] Older turns of this session left your live context. They are not lost: \
+every one is stored verbatim in the Event Log, and each line below names its exact seq span. \
+Oldest history is at the top in coarse lines, the most recent evictions at the bottom in \
+detail. To recover a span, run ms.expand(lo, hi) in recall_history_python (full rows, tool \
+outputs included); to find something by its words, ms.search("words"). Lines starting with \
+"user:" are requests the user made. This is a map of the past, not the conversation: answer \
+the latest user message in the live turns that follow."""
+
+
+@dataclass(slots=True)
+class IndexLine:
+    """One line of the index: a seq span and what happened in it."""
+
+    lo: int
+    hi: int
+    kind: str
+    text: str
+    anchors: list[dict[str, Any]] = field(default_factory=list)
+    anchor_count: int = 0
+
+    def to_data(self) -> dict[str, Any]:
+        """Return the line as JSON-able data."""
+        return {
+            "lo": self.lo,
+            "hi": self.hi,
+            "kind": self.kind,
+            "text": self.text,
+            "anchors": copy.deepcopy(self.anchors),
+            "anchor_count": self.anchor_count,
+        }
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> IndexLine:
+        """Rebuild a line from :meth:`to_data` output."""
+        return cls(
+            data["lo"],
+            data["hi"],
+            data["kind"],
+            data["text"],
+            data["anchors"],
+            data["anchor_count"],
+        )
+
+    def render(self) -> str:
+        """Return the line as the model reads it."""
+        span = f"seq {self.lo}" if self.lo == self.hi else f"seq {self.lo}-{self.hi}"
+        text = f"  · {span}  {self.text}"
+        if self.kind == "user" or not self.anchor_count:
+            return text
+        shown = "; ".join(f'seq {a["seq"]} "{a["text"]}"' for a in self.anchors)
+        more = self.anchor_count - len(self.anchors)
+        suffix = f" (+{more} more)" if more > 0 else ""
+        return f"{text}\n      user asked: {shown}{suffix}"
+
+
+@dataclass(slots=True)
+class IndexBlock:
+    """A run of lines covering one contiguous evicted span."""
+
+    lines: list[IndexLine]
+
+    @property
+    def lo(self) -> int:
+        """First seq of the block."""
+        return self.lines[0].lo
+
+    @property
+    def hi(self) -> int:
+        """Last seq of the block."""
+        return self.lines[-1].hi
+
+    def to_data(self) -> dict[str, Any]:
+        """Return the block as JSON-able data."""
+        return {"lo": self.lo, "hi": self.hi, "lines": [line.to_data() for line in self.lines]}
+
+    def render(self) -> str:
+        """Return the block as the model reads it."""
+        return "\n".join([f"[seq {self.lo}-{self.hi}]"] + [line.render() for line in self.lines])
+
+    def collapse(self) -> IndexLine:
+        """Return this block as one line: first and last text, all anchors merged."""
+        first, last = self.lines[0], self.lines[-1]
+        head = _clip(first.text.split(_ELLIPSIS)[0], _HALF_CHARS)
+        tail = _clip(last.text.split(_ELLIPSIS)[-1], _HALF_CHARS)
+        text = (
+            head
+            if len(self.lines) == 1 and _ELLIPSIS not in first.text
+            else head + _ELLIPSIS + tail
+        )
+        return IndexLine(self.lo, self.hi, "rollup", text, *merge_anchors(self.lines))
+
+
+class EvictionIndex:
+    """The tiered index of one session's evictions (``k`` blocks per tier before a roll-up)."""
+
+    def __init__(self, k: int, session_id: str) -> None:
+        self.k = k
+        self.session_id = session_id
+        self.tiers: list[list[IndexBlock]] = []
+        self.counters: dict[str, int] = {"evictions": 0, "rollups": 0, "evicted_events": 0}
+
+    def add(self, block: IndexBlock, evicted_events: int) -> int:
+        """Append an eviction's block to tier 0, roll up full tiers; return the roll-ups done."""
+        if not self.tiers:
+            self.tiers.append([])
+        self.tiers[0].append(block)
+        self.counters["evictions"] += 1
+        self.counters["evicted_events"] += evicted_events
+        rolled = self._roll_up()
+        self.counters["rollups"] += rolled
+        return rolled
+
+    def _roll_up(self) -> int:
+        rolled = 0
+        tier = 0
+        while tier < len(self.tiers) and len(self.tiers[tier]) >= self.k:
+            blocks = self.tiers[tier]
+            carried = IndexBlock([block.collapse() for block in blocks[:-1]])
+            self.tiers[tier] = blocks[-1:]
+            if tier + 1 == len(self.tiers):
+                self.tiers.append([])
+            self.tiers[tier + 1].append(carried)
+            rolled += 1
+            tier += 1
+        return rolled
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether nothing was evicted yet."""
+        return not any(self.tiers)
+
+    def blocks(self) -> list[IndexBlock]:
+        """Return every block, oldest first (highest tier first)."""
+        return [block for tier in reversed(self.tiers) for block in tier]
+
+    def block_count(self) -> int:
+        """Return the number of blocks over all tiers."""
+        return sum(len(tier) for tier in self.tiers)
+
+    def spans(self) -> list[tuple[int, int]]:
+        """Return every line's span, oldest first."""
+        return [(line.lo, line.hi) for block in self.blocks() for line in block.lines]
+
+    def render(self) -> str:
+        """Return the index message text (empty when nothing was evicted)."""
+        if self.is_empty:
+            return ""
+        parts = [INDEX_HEADER]
+        for level in range(len(self.tiers) - 1, -1, -1):
+            if not self.tiers[level]:
+                continue
+            parts.append(f"\n== tier {level} ==")
+            parts += [block.render() for block in self.tiers[level]]
+        return "\n".join(parts)
+
+    def to_data(self, view_state: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Return the index as JSON-able data (see the module docstring for the shape)."""
+        data: dict[str, Any] = {
+            "version": 1,
+            "k": self.k,
+            "session_id": self.session_id,
+            "counters": dict(self.counters),
+            "tiers": [
+                {"tier": level, "blocks": [block.to_data() for block in blocks]}
+                for level, blocks in enumerate(self.tiers)
+            ],
+        }
+        if view_state is not None:
+            data["view_state"] = view_state
+        return data
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any]) -> EvictionIndex:
+        """Rebuild an index from :meth:`to_data` output."""
+        index = cls(int(data["k"]), str(data["session_id"]))
+        index.counters = {str(k): int(v) for k, v in data["counters"].items()}
+        index.tiers = [
+            [IndexBlock([IndexLine.from_data(line) for line in b["lines"]]) for b in tier["blocks"]]
+            for tier in data["tiers"]
+        ]
+        return index
+
+    def copy(self) -> EvictionIndex:
+        """Return an independent copy (a plan is built on a copy and committed after persist)."""
+        return EvictionIndex.from_data(self.to_data())
+
+
+def merge_anchors(lines: list[IndexLine]) -> tuple[list[dict[str, Any]], int]:
+    """Merge the anchors of lines: keep the first and the newest ones, count them all."""
+    every = [anchor for line in lines for anchor in line.anchors]
+    count = sum(line.anchor_count for line in lines)
+    if len(every) > MAX_ANCHORS:
+        every = every[:1] + every[-(MAX_ANCHORS - 1) :]
+    return copy.deepcopy(every), count
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def clip_line(text: str) -> str:
+    """Return ``text`` on one line, at most the index's line width."""
+    return _clip(text, _LINE_CHARS)

@@ -1,0 +1,682 @@
+"""The working view of one agent session, and eviction (the paper's Algorithm 1).
+
+The view is the system prompt, the eviction index message, the live turns and the namespace
+digest, rendered for a provider. It is bounded: :meth:`WorkingView.ensure_budget` runs
+Algorithm 1 whenever the view exceeds ``rho * budget_tokens``:
+
+1. **Persist** every live turn that is not yet in the Event Log. If that fails nothing is
+   evicted (a turn that is not durable is never dropped).
+2. **Protected**: the active turn (from the latest real user request), the recent tail, the
+   newest tool results (see :mod:`scrollctx.view._eviction`).
+3. **FoldPayloads**: completed tool outputs outside the protected part become ``seq`` pointer
+   stubs, each only if its stub is smaller.
+4. **SelectSpan**: the oldest completed groups, whole, until the view fits.
+5. **EvictToIndex** and **RollUp**: the span's lines enter tier 0 of the index; full tiers roll
+   up. The new index is written to the log as an ``eviction_index`` event (searchable=False)
+   *before* the view changes; if that write fails, the view is left as it was.
+
+Only if the view is still over budget does a second pass fold and evict inside the active
+turn, keeping the request itself live ("pinned"). If even then the view exceeds
+``budget_tokens`` (the window), :class:`~scrollctx.errors.ContextOverflow` is raised.
+
+Invariants: every turn that ever entered the view is recoverable from the log by ``seq``;
+a tool call never leaves the view without its results (they are added right after it, and
+groups leave whole); the active request never leaves; the view state is a function of the
+log, so :meth:`WorkingView.restore` over the same file rebuilds the same view and index.
+Token counts are kept incrementally (each turn counted once), so building a view costs time
+proportional to the live turns only, not to the session's history.
+
+Message dicts returned by :meth:`WorkingView.build` are cached per turn: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrollctx.errors import ContextOverflow, StoreError, UsageError
+from scrollctx.log import Event, EventLog, NewEvent
+from scrollctx.view._eviction import (
+    Group,
+    active_start,
+    build_block,
+    fold_stub,
+    group_turns,
+    protected_suffix,
+)
+from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock
+from scrollctx.view._render import merge_anthropic, to_anthropic, to_openai, user_text
+from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn_from_event
+from scrollctx.view.tokens import MESSAGE_OVERHEAD, TokenCounter
+
+__all__ = [
+    "INDEX_KIND",
+    "EvictionReport",
+    "RenderedView",
+    "ViewMetrics",
+    "WorkingView",
+]
+
+INDEX_KIND = "eviction_index"
+"""Event kind of the persisted index (``metadata`` is :meth:`EvictionIndex.to_data`)."""
+
+DIGEST_HEADER = (
+    "[namespace digest] Variables resident in your kernel (this is state, not a user message):\n"
+)
+_PLACEHOLDER = "[session continues]"
+_MAX_ROUNDS = 16
+_log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class EvictionReport:
+    """What one :meth:`WorkingView.ensure_budget` call did."""
+
+    tokens_before: int
+    tokens_after: int
+    target: int
+    folded: list[int] = field(default_factory=list)
+    evicted: list[tuple[int, int]] = field(default_factory=list)
+    evicted_turns: int = 0
+    rollups: int = 0
+    index_seq: int | None = None
+    persist_error: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was folded or evicted."""
+        return bool(self.folded or self.evicted or self.evicted_turns)
+
+    @property
+    def over_target(self) -> bool:
+        """Whether the view is still above ``rho * budget`` (only the protected part is left)."""
+        return self.tokens_after > self.target
+
+
+@dataclass(slots=True)
+class ViewMetrics:
+    """Counters of one view: evictions, folds, tokens, headline compliance, per-call sizes."""
+
+    evictions: int = 0
+    folds: int = 0
+    rollups: int = 0
+    evicted_turns: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    assistant_turns: int = 0
+    headlined_turns: int = 0
+    calls: int = 0
+    call_tokens: list[int] = field(default_factory=list)
+    last_build_ms: float = 0.0
+    max_view_tokens: int = 0
+    total_input_tokens: int = 0
+
+    @property
+    def headline_compliance(self) -> float | None:
+        """Share of assistant responses that carried a headline (``None`` before the first)."""
+        return self.headlined_turns / self.assistant_turns if self.assistant_turns else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the metrics as JSON-able data."""
+        data = {name: getattr(self, name) for name in self.__slots__}
+        data["headline_compliance"] = self.headline_compliance
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedView:
+    """A view ready to send: ``system`` separate (Anthropic) or inside ``messages`` (OpenAI)."""
+
+    provider: str
+    system: str
+    messages: list[dict[str, Any]]
+    tokens: int
+    build_ms: float
+
+
+@dataclass(slots=True)
+class _Plan:
+    folds: list[Turn] = field(default_factory=list)
+    drops: list[Turn] = field(default_factory=list)
+    pin: Turn | None = None
+    block: IndexBlock | None = None
+    index: EvictionIndex | None = None
+    rollups: int = 0
+
+
+class WorkingView:
+    """The bounded working view of one session over an Event Log.
+
+    Example::
+
+        view = WorkingView(log, "s1", system_prompt, budget_tokens=32_000)
+        view.append({"role": "user", "content": "Plan the trip"})
+        report = view.ensure_budget(digest=kernel_digest)
+        request = view.build("openai")          # request.messages -> chat.completions
+        view.observe_usage(response.usage.prompt_tokens)
+
+    Args:
+        log: the Event Log the turns are (or get) persisted in.
+        session_id: the session whose turns this view holds.
+        system_prompt: sent as the system message (OpenAI) or ``system`` (Anthropic).
+        budget_tokens: the window ``C``; eviction starts above ``rho * C``.
+        rho: the eviction trigger as a share of ``C`` (0 < rho <= 1).
+        k: index tier width (>= 3).
+        counter: token counter (default: the calibrated estimate).
+        tail_groups: how many of the newest groups are protected.
+        keep_results: how many of the newest tool results are protected.
+        event_fields: lineage written on every event this view appends (agent_id, run_id…).
+    """
+
+    def __init__(
+        self,
+        log: EventLog,
+        session_id: str,
+        system_prompt: str = "",
+        *,
+        budget_tokens: int,
+        rho: float = 0.8,
+        k: int = 4,
+        counter: TokenCounter | None = None,
+        tail_groups: int = 2,
+        keep_results: int = 3,
+        event_fields: dict[str, Any] | None = None,
+    ) -> None:
+        _check_settings(session_id, budget_tokens, rho, k, tail_groups, keep_results)
+        self.log = log
+        self.session_id = session_id
+        self.system_prompt = system_prompt
+        self.budget_tokens = budget_tokens
+        self.rho = rho
+        self.tail_groups = tail_groups
+        self.keep_results = keep_results
+        self.counter = counter or TokenCounter()
+        self.event_fields = dict(event_fields or {})
+        self.index = EvictionIndex(k, session_id)
+        self.metrics = ViewMetrics()
+        self._turns: list[Turn] = []
+        self._open_calls: set[str] = set()
+        self._turns_raw = 0
+        self._system_raw = self._message_raw(system_prompt)
+        self._index_text = ""
+        self._index_raw = 0
+        self._digest = ""
+        self._digest_raw = 0
+        self._last_raw_total = 0
+
+    # -- adding turns ----------------------------------------------------------------------
+
+    def add(
+        self,
+        message: dict[str, Any],
+        *,
+        provider: str = "openai",
+        seq: int | list[int] | None = None,
+        synthetic: bool = False,
+    ) -> list[Turn]:
+        """Add a provider message as live turn(s).
+
+        Pass ``seq`` (one per turn the message splits into) when the caller already appended
+        the events (build them with :meth:`Turn.to_event`); without it the turns are persisted
+        by :meth:`persist` or by the next :meth:`ensure_budget`. ``synthetic`` marks a user
+        message the harness wrote (a nudge), which never counts as the active request.
+
+        Raises:
+            UsageError: bad message, a tool result without its call, a non-result while calls
+                await results, or seqs that are missing, out of order or mixed with pending turns.
+        """
+        turns = split_message(message, provider, synthetic=synthetic)
+        seqs = [seq] if isinstance(seq, int) else seq
+        self._check_seqs(turns, seqs)
+        open_calls = set(self._open_calls)
+        for turn in turns:
+            _check_pairing(turn, open_calls)
+        for position, turn in enumerate(turns):
+            turn.seq = seqs[position] if seqs is not None else None
+            self._push(turn)
+        return turns
+
+    def append(
+        self, message: dict[str, Any], *, provider: str = "openai", synthetic: bool = False
+    ) -> list[int]:
+        """Add a message and persist it now; return its seqs."""
+        turns = self.add(message, provider=provider, synthetic=synthetic)
+        self.persist()
+        return [turn.seq for turn in turns if turn.seq is not None]
+
+    def persist(self) -> list[int]:
+        """Write every pending turn to the log in one transaction; return their new seqs."""
+        pending = [turn for turn in self._turns if turn.seq is None]
+        if not pending:
+            return []
+        events = [turn.to_event(self.session_id, **self.event_fields) for turn in pending]
+        seqs = self.log.append_many(events)
+        for turn, seq in zip(pending, seqs, strict=True):
+            turn.seq = seq
+        return seqs
+
+    def _check_seqs(self, turns: list[Turn], seqs: list[int] | None) -> None:
+        if seqs is None:
+            return
+        if len(seqs) != len(turns):
+            raise UsageError(
+                f"the message splits into {len(turns)} turn(s) but got {len(seqs)} seq(s)"
+            )
+        if any(t.seq is None for t in self._turns):
+            raise UsageError("pending turns exist; call persist() before adding persisted turns")
+        last = self._turns[-1].seq if self._turns else 0
+        if sorted(seqs) != seqs or seqs[0] <= (last or 0) or len(set(seqs)) != len(seqs):
+            raise UsageError(f"seqs {seqs} must ascend after the view's last seq {last}")
+
+    def _push(self, turn: Turn) -> None:
+        turn.raw_tokens = self._message_raw(turn.text) + self.counter.raw(turn.structure_text())
+        if turn.role == "assistant":
+            self._open_calls |= set(turn.call_ids)
+            self.metrics.assistant_turns += 1
+            self.metrics.headlined_turns += 1 if turn.headline else 0
+        elif turn.role == "tool":
+            self._open_calls.discard(turn.tool_call_id or "")
+        self._turns.append(turn)
+        self._turns_raw += turn.tokens
+
+    # -- size ------------------------------------------------------------------------------
+
+    @property
+    def turns(self) -> list[Turn]:
+        """The live turns, oldest first (read-only)."""
+        return list(self._turns)
+
+    @property
+    def target(self) -> int:
+        """``rho * budget_tokens``: eviction runs when the view is above this."""
+        return int(self.rho * self.budget_tokens)
+
+    @property
+    def tokens(self) -> int:
+        """The view's size in (calibrated) tokens, digest included."""
+        return self.counter.scale(self._raw_total())
+
+    def scaffold_raw(self) -> int:
+        """Raw tokens of the system prompt and digest messages (what full replay also sends)."""
+        return self._system_raw + self._digest_raw
+
+    def _raw_total(self) -> int:
+        return self._system_raw + self._index_raw + self._digest_raw + self._turns_raw
+
+    def _message_raw(self, text: str) -> int:
+        return self.counter.raw(text) + MESSAGE_OVERHEAD if text else 0
+
+    def set_digest(self, digest: str) -> None:
+        """Set the namespace digest (plain text from the kernel) shown at the end of the view."""
+        if digest != self._digest:
+            self._digest = digest
+            self._digest_raw = self._message_raw(DIGEST_HEADER + digest) if digest else 0
+
+    def observe_usage(self, prompt_tokens: int) -> float:
+        """Calibrate the counter with the prompt tokens the endpoint reported for the last build."""
+        return self.counter.observe(raw_tokens=self._last_raw_total, reported_tokens=prompt_tokens)
+
+    # -- rendering -------------------------------------------------------------------------
+
+    def index_text(self) -> str:
+        """Return the index message text exactly as the model receives it ("" before eviction)."""
+        return self._index_text
+
+    def index_data(self) -> dict[str, Any]:
+        """Return the index as data (the shape ``ms.index()`` returns)."""
+        return self.index.to_data(self._view_state(self._turns, self.index))
+
+    def build(self, provider: str = "openai", digest: str | None = None) -> RenderedView:
+        """Build the request for one model call and record it in :attr:`metrics`."""
+        started = time.perf_counter()
+        if provider not in PROVIDERS:
+            raise UsageError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}")
+        if digest is not None:
+            self.set_digest(digest)
+        render = to_openai if provider == "openai" else to_anthropic
+        body: list[dict[str, Any]] = []
+        if self._index_text:
+            body.append(render(user_text(self._index_text)))
+        body += [self._rendered(turn, provider) for turn in self._turns]
+        if self._digest:
+            body.append(render(user_text(DIGEST_HEADER + self._digest)))
+        if provider == "anthropic":
+            messages = _anthropic_body(body)
+        elif self.system_prompt:
+            messages = [{"role": "system", "content": self.system_prompt}, *body]
+        else:
+            messages = body
+        self._last_raw_total = self._raw_total()
+        tokens = self.tokens
+        elapsed = (time.perf_counter() - started) * 1000
+        self._record_call(tokens, elapsed)
+        return RenderedView(provider, self.system_prompt, messages, tokens, elapsed)
+
+    def render(self, provider: str = "openai", digest: str | None = None) -> list[dict[str, Any]]:
+        """Return the messages of :meth:`build` (for Anthropic, ``system`` is not among them)."""
+        return self.build(provider, digest).messages
+
+    def _rendered(self, turn: Turn, provider: str) -> dict[str, Any]:
+        cached = turn.cache.get(provider)
+        if cached is None:
+            stub = fold_stub(turn) if turn.folded else None
+            cached = (to_openai if provider == "openai" else to_anthropic)(turn, stub)
+            turn.cache[provider] = cached
+        return cached
+
+    def _record_call(self, tokens: int, elapsed_ms: float) -> None:
+        metrics = self.metrics
+        metrics.calls += 1
+        metrics.call_tokens.append(tokens)
+        metrics.last_build_ms = elapsed_ms
+        metrics.max_view_tokens = max(metrics.max_view_tokens, tokens)
+        metrics.total_input_tokens += tokens
+
+    # -- eviction --------------------------------------------------------------------------
+
+    def ensure_budget(self, digest: str | None = None) -> EvictionReport:
+        """Run Algorithm 1 if the view exceeds ``rho * budget_tokens``; report what it did.
+
+        Raises:
+            ContextOverflow: the view still exceeds ``budget_tokens`` after every fold and
+                eviction allowed (or persisting failed while it was over the window).
+            StoreError: writing the index event failed (the view is left unchanged).
+        """
+        if digest is not None:
+            self.set_digest(digest)
+        report = EvictionReport(self.tokens, self.tokens, self.target)
+        if report.tokens_before <= self.target:
+            return report
+        try:
+            self.persist()
+        except StoreError as exc:
+            report.persist_error = str(exc)
+            _log.warning("not evicting: persisting live turns failed: %s", exc)
+            self._raise_if_overflow(exc)
+            return report
+        for _ in range(_MAX_ROUNDS):
+            plan = self._plan()
+            if not (plan.folds or plan.drops):
+                break
+            report.index_seq = self._write_index(plan)
+            self._apply(plan, report)
+            if self.tokens <= self.target:
+                break
+        report.tokens_after = self.tokens
+        self.metrics.tokens_before, self.metrics.tokens_after = report.tokens_before, self.tokens
+        self._raise_if_overflow(None)
+        return report
+
+    evict_if_needed = ensure_budget
+
+    def _raise_if_overflow(self, cause: BaseException | None) -> None:
+        tokens = self.tokens
+        if tokens <= self.budget_tokens:
+            return
+        message = (
+            f"the working view needs {tokens} tokens but the window is {self.budget_tokens}: "
+            f"the part eviction may not touch (the active request, the last {self.tail_groups} "
+            f"groups, the newest {self.keep_results} tool results, the index, the system prompt "
+            "and the digest) is already larger; raise budget_tokens, lower keep_results or "
+            "tail_groups, or have tools print less"
+        )
+        raise ContextOverflow(message, tokens=tokens, budget=self.budget_tokens) from cause
+
+    def _plan(self) -> _Plan:
+        turns = self._turns
+        groups = group_turns(turns)
+        start = active_start(turns)
+        request = next((p for p, g in enumerate(groups) if g.start == start), len(groups))
+        suffix = protected_suffix(
+            turns, groups, tail_groups=self.tail_groups, keep_results=self.keep_results
+        )
+        excess = self._raw_total() - math.floor(self.target / self.counter.ratio)
+        plan = _Plan()
+        before = groups[: min(request, suffix)]
+        excess -= self._plan_folds(plan, before)
+        if excess > 0:
+            self._plan_span(plan, before, excess, request=None)
+        if excess <= 0 or plan.drops or request >= suffix:
+            return plan
+        if not all(t.pinned for t in turns[:start]):
+            return plan
+        inside = groups[request + 1 : suffix]
+        excess -= self._plan_folds(plan, inside)
+        if excess > 0:
+            self._plan_span(plan, inside, excess, turns[start])
+        return plan
+
+    def _plan_folds(self, plan: _Plan, groups: list[Group]) -> int:
+        saved = 0
+        for group in groups:
+            for turn in self._turns[group.start : group.end]:
+                if turn.role != "tool" or turn.folded or turn.seq is None:
+                    continue
+                stub_raw = self._message_raw(fold_stub(turn))
+                if stub_raw < turn.raw_tokens:
+                    turn.stub_tokens = stub_raw
+                    plan.folds.append(turn)
+                    saved += turn.raw_tokens - stub_raw
+        return saved
+
+    def _plan_span(
+        self, plan: _Plan, region: list[Group], excess: int, request: Turn | None
+    ) -> None:
+        folded = {id(t) for t in plan.folds}
+        # Before the active turn the unit is a whole exchange (a request and its answers); a
+        # region cut short by protected results may end mid-exchange only if it must.
+        ends = [request is not None or self._ends_exchange(g) for g in region]
+        last_end = max((i for i, end in enumerate(ends) if end), default=-1)
+        chosen: list[Group] = []
+        removed = 0
+        for position, group in enumerate(region):
+            members = self._turns[group.start : group.end]
+            removed += sum(t.stub_tokens if id(t) in folded else t.tokens for t in members)
+            if not all(t.pinned for t in members):
+                chosen.append(group)
+            plan.drops += members
+            if (ends[position] or position > last_end) and (
+                removed - self._block_cost(chosen, request) >= excess
+            ):
+                break
+        if not chosen:
+            return
+        evicted = sum(g.end - g.start for g in chosen)
+        if request is not None and not request.pinned:
+            chosen.insert(
+                0, Group(self._turns.index(request), self._turns.index(request) + 1, True)
+            )
+            plan.pin = request
+        plan.block = build_block(self._turns, chosen)
+        plan.index = self.index.copy()
+        plan.rollups = plan.index.add(plan.block, evicted)
+
+    def _ends_exchange(self, group: Group) -> bool:
+        return group.end >= len(self._turns) or self._turns[group.end].is_real_user
+
+    def _block_cost(self, chosen: list[Group], request: Turn | None) -> int:
+        if not chosen:
+            return 0
+        groups = list(chosen)
+        if request is not None and not request.pinned:
+            at = self._turns.index(request)
+            groups.insert(0, Group(at, at + 1, True))
+        text = build_block(self._turns, groups).render()
+        base = 0 if self._index_text else self._message_raw(INDEX_HEADER) + 8
+        return self.counter.raw(text) + 1 + base
+
+    def _write_index(self, plan: _Plan) -> int:
+        index = plan.index or self.index
+        remaining = [t for t in self._turns if all(t is not d for d in plan.drops)]
+        state = self._view_state(remaining, index, extra_folds=plan.folds, extra_pin=plan.pin)
+        data = index.to_data(state)
+        data["counters"].update(self._counters(plan))
+        span = f"; newest span seq {plan.block.lo}-{plan.block.hi}" if plan.block else ""
+        event = NewEvent(
+            session_id=self.session_id,
+            kind=INDEX_KIND,
+            role="system",
+            content=f"eviction index: {index.counters['evictions']} evictions, "
+            f"{index.block_count()} blocks{span}",
+            metadata=data,
+            searchable=False,
+            **self.event_fields,
+        )
+        return self.log.append(event)
+
+    def _counters(self, plan: _Plan) -> dict[str, int]:
+        return {
+            "folds": self.metrics.folds + len(plan.folds),
+            "assistant_turns": self.metrics.assistant_turns,
+            "headlined_turns": self.metrics.headlined_turns,
+            "evicted_turns": self.metrics.evicted_turns + len(plan.drops),
+        }
+
+    def _view_state(
+        self,
+        turns: list[Turn],
+        index: EvictionIndex,
+        extra_folds: list[Turn] | None = None,
+        extra_pin: Turn | None = None,
+    ) -> dict[str, Any]:
+        folding = {id(t) for t in extra_folds or []}
+        live = [t.seq for t in turns if t.seq is not None]
+        floor = max((b.hi for b in index.blocks()), default=0)
+        return {
+            "live_from": min(live) if live else floor + 1,
+            "pinned": [t.seq for t in turns if t.pinned or t is extra_pin],
+            "folded": [t.seq for t in turns if t.folded or id(t) in folding],
+        }
+
+    def _apply(self, plan: _Plan, report: EvictionReport) -> None:
+        for turn in plan.folds:
+            self._turns_raw -= turn.raw_tokens - turn.stub_tokens
+            turn.folded = True
+            turn.cache.clear()
+            report.folded.append(turn.seq or 0)
+        dropped = {id(t) for t in plan.drops}
+        self._turns_raw -= sum(t.tokens for t in plan.drops)
+        self._turns = [t for t in self._turns if id(t) not in dropped]
+        if plan.pin is not None:
+            plan.pin.pinned = True
+        self.metrics.folds += len(plan.folds)
+        if plan.index is not None and plan.block is not None:
+            self.index = plan.index
+            self._set_index_text(self.index.render())
+            report.evicted.append((plan.block.lo, plan.block.hi))
+            report.rollups += plan.rollups
+            self.metrics.evictions += 1
+            self.metrics.rollups += plan.rollups
+        report.evicted_turns += len(plan.drops)
+        self.metrics.evicted_turns += len(plan.drops)
+
+    def _set_index_text(self, text: str) -> None:
+        self._index_text = text
+        self._index_raw = self._message_raw(text)
+
+    # -- restore ---------------------------------------------------------------------------
+
+    @classmethod
+    def restore(
+        cls, log: EventLog, session_id: str, system_prompt: str = "", **settings: Any
+    ) -> WorkingView:
+        """Rebuild a session's view and index from the log (after a restart).
+
+        ``settings`` are the constructor's keyword arguments; ``k`` comes from the stored index
+        when there is one.
+        """
+        latest = _latest_index_event(log, session_id)
+        if latest is not None:
+            settings["k"] = int(latest.metadata["k"])
+        view = cls(log, session_id, system_prompt, **settings)
+        state: dict[str, Any] = {"live_from": 1, "pinned": [], "folded": []}
+        if latest is not None:
+            view.index = EvictionIndex.from_data(latest.metadata)
+            view._set_index_text(view.index.render())
+            state = latest.metadata.get("view_state", state)
+            view._restore_metrics(latest.metadata["counters"])
+        view._restore_turns(state, after_index=latest.seq if latest else 0)
+        return view
+
+    def _restore_turns(self, state: dict[str, Any], *, after_index: int) -> None:
+        spans = [(b.lo, b.hi) for b in self.index.blocks()]
+        starts = [lo for lo, _ in spans]
+        pinned, folded = set(state["pinned"]), set(state["folded"])
+        events = self.log.session_events(self.session_id, after_seq=int(state["live_from"]) - 1)
+        for event in events:
+            if VIEW_KEY not in event.metadata:
+                continue
+            at = bisect_right(starts, event.seq) - 1
+            if at >= 0 and spans[at][0] <= event.seq <= spans[at][1] and event.seq not in pinned:
+                continue
+            turn = turn_from_event(event, self.log.full_text(event))
+            turn.pinned = event.seq in pinned
+            self._push_restored(turn, counted=event.seq > after_index)
+            if event.seq in folded and turn.role == "tool":
+                self._turns_raw -= turn.raw_tokens
+                turn.stub_tokens = self._message_raw(fold_stub(turn))
+                turn.folded = True
+                self._turns_raw += turn.stub_tokens
+
+    def _push_restored(self, turn: Turn, *, counted: bool) -> None:
+        assistant, headlined = self.metrics.assistant_turns, self.metrics.headlined_turns
+        self._push(turn)
+        if not counted:
+            self.metrics.assistant_turns, self.metrics.headlined_turns = assistant, headlined
+
+    def _restore_metrics(self, counters: dict[str, int]) -> None:
+        self.metrics.evictions = counters.get("evictions", 0)
+        self.metrics.rollups = counters.get("rollups", 0)
+        self.metrics.evicted_turns = counters.get("evicted_turns", 0)
+        self.metrics.folds = counters.get("folds", 0)
+        self.metrics.assistant_turns = counters.get("assistant_turns", 0)
+        self.metrics.headlined_turns = counters.get("headlined_turns", 0)
+
+
+def _check_settings(session_id: str, budget: int, rho: float, k: int, tail: int, keep: int) -> None:
+    if not session_id:
+        raise UsageError("a working view needs a non-empty session_id")
+    if budget <= 0:
+        raise UsageError(f"budget_tokens must be positive, got {budget}")
+    if not 0 < rho <= 1:
+        raise UsageError(f"rho must be in (0, 1], got {rho}")
+    if k < 3:
+        raise UsageError(f"k must be at least 3 (with k={k} the index would grow linearly)")
+    if tail < 0 or keep < 0:
+        raise UsageError(f"tail_groups and keep_results must be >= 0, got {tail} and {keep}")
+
+
+def _check_pairing(turn: Turn, open_calls: set[str]) -> None:
+    if turn.role == "tool":
+        if turn.tool_call_id not in open_calls:
+            raise UsageError(
+                f"tool result for call {turn.tool_call_id!r} has no open tool call in the view; "
+                "add the assistant message that makes the call first"
+            )
+        open_calls.discard(turn.tool_call_id)
+    elif open_calls:
+        raise UsageError(
+            f"tool call(s) {', '.join(sorted(open_calls))} still await results; add them first"
+        )
+    elif turn.role == "assistant":
+        open_calls |= set(turn.call_ids)
+
+
+def _anthropic_body(body: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    messages = merge_anthropic(body)
+    if messages and messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": _PLACEHOLDER})
+    return messages
+
+
+def _latest_index_event(log: EventLog, session_id: str) -> Event | None:
+    rows = log.execute(
+        "SELECT seq FROM conversation_history WHERE session_id = ? AND kind = ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (session_id, INDEX_KIND),
+    )
+    return log.get(int(rows[0]["seq"])) if rows else None
