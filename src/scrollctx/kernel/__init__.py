@@ -20,15 +20,15 @@ from scrollctx.kernel._policy import (
 from scrollctx.kernel._result import CellResult, render_observation
 
 __all__ = [
-    "LAYERS",
-    "NAMESPACE_LOST",
-    "PROFILES",
     "CellResult",
     "DigestEntry",
     "DoctorReport",
     "Kernel",
+    "LAYERS",
     "LayerStatus",
     "Limits",
+    "NAMESPACE_LOST",
+    "PROFILES",
     "SandboxPolicy",
     "SandboxStatus",
     "ToolCallError",

@@ -47,10 +47,16 @@ class ToolSpec:
     func: Callable[..., Any]
     params: tuple[dict[str, Any], ...]
     doc: str
+    returns: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         """Return the JSON description sent to the worker."""
-        return {"name": self.name, "params": list(self.params), "doc": self.doc}
+        return {
+            "name": self.name,
+            "params": list(self.params),
+            "doc": self.doc,
+            "returns": self.returns,
+        }
 
 
 def describe_tool(func: Callable[..., Any], name: str | None = None) -> ToolSpec:
@@ -67,7 +73,9 @@ def describe_tool(func: Callable[..., Any], name: str | None = None) -> ToolSpec
     except (TypeError, ValueError) as exc:
         raise UsageError(f"tool {tool_name!r} has no readable signature ({exc})") from exc
     params = tuple(_describe_param(p) for p in signature.parameters.values())
-    return ToolSpec(tool_name, func, params, inspect.getdoc(func) or "")
+    returns = signature.return_annotation
+    shown = None if returns is inspect.Signature.empty else _type_text(returns)
+    return ToolSpec(tool_name, func, params, inspect.getdoc(func) or "", shown)
 
 
 def describe_tools(
@@ -93,12 +101,13 @@ def _describe_param(param: inspect.Parameter) -> dict[str, Any]:
     if param.default is not inspect.Parameter.empty:
         item["default"] = repr(param.default)
     if param.annotation is not inspect.Parameter.empty:
-        annotation = param.annotation
-        item["annotation"] = annotation if isinstance(annotation, str) else _type_text(annotation)
+        item["annotation"] = _type_text(param.annotation)
     return item
 
 
 def _type_text(annotation: Any) -> str:
+    if isinstance(annotation, str):
+        return annotation
     return annotation.__name__ if isinstance(annotation, type) else str(annotation)
 
 
@@ -120,7 +129,7 @@ Caller = Callable[[str, list[Any], dict[str, Any]], Any]
 def make_stub(spec: Mapping[str, Any], call: Caller) -> Callable[..., Any]:
     """Build the worker-side function for one tool description; ``call`` crosses to the host."""
     name = str(spec["name"])
-    signature = _signature(spec.get("params", []))
+    signature = _signature(spec.get("params", []), spec.get("returns"))
 
     def stub(*args: Any, **kwargs: Any) -> Any:
         signature.bind(*args, **kwargs)  # a wrong call fails here, like a local function
@@ -133,11 +142,12 @@ def make_stub(spec: Mapping[str, Any], call: Caller) -> Callable[..., Any]:
     return stub
 
 
-def _signature(params: Iterable[Mapping[str, Any]]) -> inspect.Signature:
+def _signature(params: Iterable[Mapping[str, Any]], returns: Any) -> inspect.Signature:
     built = []
     for item in params:
         default = _Shown(item["default"]) if "default" in item else inspect.Parameter.empty
         annotation = _Shown(item["annotation"]) if "annotation" in item else inspect.Parameter.empty
         kind = inspect._ParameterKind(int(item["kind"]))
         built.append(inspect.Parameter(item["name"], kind, default=default, annotation=annotation))
-    return inspect.Signature(built)
+    shown = inspect.Signature.empty if returns is None else _Shown(str(returns))
+    return inspect.Signature(built, return_annotation=shown)

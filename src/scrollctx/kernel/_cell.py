@@ -136,8 +136,22 @@ class CellRunner:
         if not code.co_flags & inspect.CO_COROUTINE:
             return eval(code, self.namespace)
         if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
+            self._loop = _session_loop()
         return self._loop.run_until_complete(eval(code, self.namespace))
+
+
+def _session_loop() -> asyncio.AbstractEventLoop:
+    # The loop a synchronous cell reaches through asyncio.get_event_loop() (ensure_future, ...)
+    # must be the one top-level await runs on, or tasks end up on two loops.
+    policy = asyncio.get_event_loop_policy()
+    try:
+        loop = policy.get_event_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None or loop.is_closed():
+        loop = policy.new_event_loop()
+        policy.set_event_loop(loop)
+    return loop
 
 
 def _format(exc: BaseException) -> str:

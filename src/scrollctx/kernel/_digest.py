@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "MAX_ENTRIES",
     "DigestEntry",
+    "MAX_ENTRIES",
     "parse_digest",
     "render_digest",
     "summarize_namespace",

@@ -39,7 +39,10 @@ from scrollctx.kernel._process import WorkerProcess, default_python
 from scrollctx.kernel._result import CellResult
 from scrollctx.log import EventLog, Kind, NewEvent
 
-__all__ = ["NAMESPACE_LOST", "Kernel"]
+__all__ = [
+    "Kernel",
+    "NAMESPACE_LOST",
+]
 
 NAMESPACE_LOST = (
     "the worker was restarted, so the namespace was lost: every variable, import and function "
@@ -100,7 +103,8 @@ class Kernel:
         self.policy = resolve_policy(sandbox)
         self.tools: dict[str, ToolSpec] = describe_tools(tools)
         self.event_log = event_log
-        self.db_path = Path(db_path) if db_path else (event_log.path if event_log else None)
+        db_file = db_path or (event_log.path if event_log else None)
+        self.db_path = Path(db_file).resolve() if db_file else None
         self.session_id, self.task_id, self.agent_id = session_id, task_id, agent_id
         self._own_scratch = scratch is None
         self.scratch = Path(scratch or tempfile.mkdtemp(prefix="scroll-scratch-")).resolve()

@@ -31,12 +31,13 @@ from scrollctx.errors import UsageError
 
 __all__ = [
     "LAYERS",
-    "PROFILES",
     "LayerState",
     "LayerStatus",
     "Limits",
+    "PROFILES",
     "SandboxPolicy",
     "SandboxStatus",
+    "parse_layers",
     "resolve_policy",
 ]
 

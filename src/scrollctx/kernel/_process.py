@@ -25,7 +25,7 @@ from typing import Any
 from scrollctx.errors import CellTimeout, WorkerCrashed
 from scrollctx.kernel._frames import FrameReader, encode_frame
 
-__all__ = ["WorkerProcess", "describe_exit", "worker_environment"]
+__all__ = ["WorkerProcess", "default_python", "describe_exit", "worker_environment"]
 
 _TAIL_BYTES = 8192
 

@@ -1,0 +1,137 @@
+"""Kernel commands: ``scroll exec`` runs one cell, ``scroll kernel doctor`` checks the sandbox.
+
+``scroll exec`` prints the observation exactly as the model would see it (stdout of this command
+is that text) and exits 0 whenever a cell ran, whatever it did: its error is part of the
+observation, as in the agent loop. It exits 2 when the sandbox refused the cell (a required layer
+does not hold here; the observation and the error name the opt-out). ``scroll kernel doctor``
+exits 0 when the strict profile holds here and 2 when it would refuse cells.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+
+from scrollctx.cli._app import emit, json_option, store_option
+from scrollctx.config import Config
+from scrollctx.errors import SandboxUnavailable, StoreError, UsageError
+from scrollctx.kernel import LAYERS, PROFILES, DoctorReport, Kernel, SandboxPolicy, doctor
+from scrollctx.kernel import render_observation as render
+from scrollctx.log import EventLog
+
+__all__ = ["register"]
+
+_layer_option = click.option(
+    "--without",
+    "without",
+    multiple=True,
+    type=click.Choice(LAYERS),
+    envvar="SCROLL_SANDBOX_WITHOUT",
+    help="Treat a layer as missing on this machine (repeatable; env SCROLL_SANDBOX_WITHOUT).",
+)
+
+
+def _slug(text: str) -> str:
+    # The session id names a folder: keep it one plain path component.
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text)[:80] or "exec"
+
+
+def _read_source(code: str | None, file: Path | None) -> str:
+    if code is not None and file is not None:
+        raise UsageError("give the cell either as CODE or with --file, not both")
+    if file is not None:
+        try:
+            return file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"cannot read cell file {file}: {exc}") from exc
+    if code is not None and code != "-":
+        return code
+    if code is None and sys.stdin.isatty():
+        raise UsageError("no cell given: pass CODE, --file F, or pipe the code on stdin")
+    return sys.stdin.read()
+
+
+@click.command(name="exec")
+@click.argument("code", required=False)
+@click.option("--file", "file", type=click.Path(path_type=Path, dir_okay=False), help="Cell file.")
+@click.option("--session", "session_id", default="exec", show_default=True, help="Session id.")
+@click.option("--task", "task_id", default=None, help="Task id bound to ms.")
+@click.option("--sandbox", type=click.Choice(PROFILES), default="strict", show_default=True,
+              help="Sandbox profile; anything but strict is an opt-out (logged).")  # fmt: skip
+@click.option("--timeout", type=float, default=60.0, show_default=True, help="Seconds per cell.")
+@_layer_option
+@store_option
+def exec_cell(
+    code: str | None,
+    file: Path | None,
+    session_id: str,
+    task_id: str | None,
+    sandbox: str,
+    timeout: float,
+    without: tuple[str, ...],
+    config: Config,
+) -> None:
+    """Run one cell in the sandboxed kernel with ms bound to the store; print the observation.
+
+    Example: scroll exec "hits = ms.search('adoption', k=3); print(len(hits))" --store .scroll
+    """
+    source = _read_source(code, file)
+    if not config.db_path.is_file():
+        raise StoreError(
+            f"no store at {config.store_dir} (no {config.db_path.name}); "
+            f"run `scroll ingest FILE --store {config.store_dir}` first"
+        )
+    policy = SandboxPolicy(sandbox, unavailable=frozenset(without))
+    scratch = config.store_dir / "scratch" / _slug(session_id)
+    with EventLog.open(config.db_path) as log:
+        kernel = Kernel(event_log=log, session_id=session_id, task_id=task_id,
+                        scratch=scratch, sandbox=policy, timeout=timeout)  # fmt: skip
+        with kernel:
+            result = kernel.run_cell(source)
+    click.echo(render(result))
+    if result.refused and kernel.status is not None:
+        raise SandboxUnavailable(
+            "the cell was refused: required sandbox layer(s) "
+            f"{', '.join(s.name for s in kernel.status.missing)} do not hold here; "
+            "opt out with --sandbox best-effort or off (logged)",
+            layers={s.name: s.state for s in kernel.status.layers},
+        )
+
+
+@click.group(name="kernel")
+def kernel_group() -> None:
+    """The sandboxed Python kernel.
+
+    Example: scroll kernel doctor --json
+    """
+
+
+@kernel_group.command(name="doctor")
+@_layer_option
+@json_option
+def doctor_command(without: tuple[str, ...], json_: bool) -> None:
+    """Report which sandbox layers hold on this machine (exit 2 if strict would refuse cells).
+
+    Example: scroll kernel doctor --without landlock
+    """
+    report = doctor(unavailable=without)
+    if json_:
+        emit(report.to_dict(), as_json=True, human=str)
+    else:
+        emit(report, as_json=False, human=DoctorReport.render)
+    if not report.strict_holds:
+        missing = [s for s in report.status.layers if not s.holds]
+        raise SandboxUnavailable(
+            f"the strict profile would refuse cells here (missing: "
+            f"{', '.join(s.name for s in missing)}); opt out with --sandbox best-effort or off",
+            layers={s.name: s.state for s in report.status.layers},
+        )
+
+
+def register(group: click.Group) -> None:
+    """Add ``exec`` and the ``kernel`` group to the ``scroll`` group."""
+    group.add_command(exec_cell)
+    group.add_command(kernel_group)

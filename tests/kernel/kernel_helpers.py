@@ -1,0 +1,83 @@
+"""Helpers for kernel tests: seeded stores, log snapshots, host-side tools, sessions."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from scrollctx.kernel import Kernel
+from scrollctx.log import EventLog, Kind, NewEvent
+
+SEED_TEXTS = [
+    "We talked about adoption agencies and the paperwork they need.",
+    "Melanie painted a lake at sunrise last weekend.",
+    "The deploy failed because the migration locked the users table.",
+    "Caroline joined an LGBTQ support group in May.",
+]
+
+
+def seed(log: EventLog) -> None:
+    """Append a few searchable events."""
+    log.append_many(
+        NewEvent(session_id="seed", kind=Kind.CONVERSATION, content=text, role="user")
+        for text in SEED_TEXTS
+    )
+
+
+@dataclass(frozen=True)
+class LogSnapshot:
+    """What must not change when a hostile cell runs: rows, seqs and the files' bytes."""
+
+    count: int
+    last_seq: int
+    files: dict[str, str]
+
+
+def snapshot(log: EventLog) -> LogSnapshot:
+    """Record the log's row count, last seq and the sha256 of its database files."""
+    files = {}
+    for suffix in ("", "-wal"):
+        path = Path(f"{log.path}{suffix}")
+        files[path.name] = hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else ""
+    return LogSnapshot(log.count(), log.last_seq(), files)
+
+
+def assert_log_unchanged(log: EventLog, before: LogSnapshot) -> None:
+    """The log is intact (quick_check) and byte-for-byte what it was."""
+    log.check()
+    assert snapshot(log) == before
+
+
+@dataclass
+class Session:
+    """A store with an open writer and a kernel bound to it."""
+
+    log: EventLog
+    kernel: Kernel
+    root: Path
+
+
+def lookup(topic: str, limit: int = 3) -> list[str]:
+    """Return up to ``limit`` canned facts about ``topic``."""
+    return [f"{topic} fact {i}" for i in range(limit)]
+
+
+def explode(reason: str) -> None:
+    """Always fail with ``reason``."""
+    raise ValueError(reason)
+
+
+def big_blob(size: int) -> str:
+    """Return a string of ``size`` characters."""
+    return "b" * size
+
+
+def open_session(root: Path, **options: object) -> Session:
+    """Create a seeded store under ``root`` and start a kernel on it."""
+    log = EventLog.open(root / "store" / "history.db")
+    seed(log)
+    options.setdefault("tools", [lookup, explode, big_blob])
+    kernel = Kernel(event_log=log, session_id="k1", scratch=root / "scratch", **options)  # type: ignore[arg-type]
+    kernel.start()
+    return Session(log, kernel, root)

@@ -1,0 +1,141 @@
+"""Cells in a real worker: persistence, last-expression display, output caps, errors, digest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kernel_helpers import Session
+
+from scrollctx.errors import UsageError
+from scrollctx.kernel import CellResult, DigestEntry, Kernel, render_digest, render_observation
+
+
+def test_variables_imports_and_functions_persist(shared: Session) -> None:
+    kernel = shared.kernel
+    first = kernel.run_cell("import math\ncounter = 41\ndef bump(n):\n    return n + 1")
+    assert first.ok, first.error
+    second = kernel.run_cell("counter = bump(counter)\nprint(counter, math.floor(2.5))")
+    assert second.stdout == "42 2\n"
+
+
+def test_top_level_await_and_tasks_survive_between_cells(shared: Session) -> None:
+    kernel = shared.kernel
+    kernel.run_cell(
+        "import asyncio\nasync def twice(x):\n    await asyncio.sleep(0)\n    return 2 * x"
+    )
+    result = kernel.run_cell("value = await twice(21)\nvalue")
+    assert result.stdout == "42\n"
+    kernel.run_cell("task = asyncio.ensure_future(twice(5))")
+    assert kernel.run_cell("await task").stdout == "10\n"
+
+
+def test_last_expression_is_shown_and_bound_to_underscore(shared: Session) -> None:
+    kernel = shared.kernel
+    assert kernel.run_cell("'abc'.upper()").stdout == "'ABC'\n"
+    assert kernel.run_cell("print(_)").stdout == "ABC\n"
+    assert kernel.run_cell("None").stdout == ""
+
+
+def test_stdout_cap_keeps_the_head_and_says_what_was_hidden(tmp_path: Path) -> None:
+    with Kernel(scratch=tmp_path / "scratch", stdout_cap=100) as kernel:
+        result = kernel.run_cell("big = 'x' * 250 + 'TAIL'\nprint(big)")
+    assert result.stdout == "x" * 100
+    assert result.stdout_hidden == 155  # 150 x, TAIL and the newline
+    text = render_observation(result)
+    assert "155 more characters hidden" in text
+    assert "variables persist" in text
+    assert "print less" in text
+    assert "TAIL" not in text
+
+
+def test_stderr_is_captured_apart_from_stdout(shared: Session) -> None:
+    result = shared.kernel.run_cell("import sys\nprint('out')\nprint('warned', file=sys.stderr)")
+    assert (result.stdout, result.stderr) == ("out\n", "warned\n")
+    assert render_observation(result) == "stdout:\nout\nstderr:\nwarned"
+
+
+def test_exception_comes_back_with_a_traceback_of_cell_frames(shared: Session) -> None:
+    kernel = shared.kernel
+    kernel.run_cell("def inner(d):\n    return d['missing']")
+    result = kernel.run_cell("x_before = 1\ninner({})")
+    assert not result.ok
+    assert result.error is not None
+    assert result.error.startswith("Traceback (most recent call last):")
+    assert "return d['missing']" in result.error
+    assert result.error.endswith("KeyError: 'missing'")
+    assert "_cell.py" not in result.error and "_worker.py" not in result.error
+    assert kernel.run_cell("x_before").stdout == "1\n"
+
+
+def test_syntax_error_and_system_exit_are_observations(shared: Session) -> None:
+    kernel = shared.kernel
+    bad = kernel.run_cell("def broken(:\n    pass")
+    assert bad.error is not None and "SyntaxError" in bad.error
+    exited = kernel.run_cell("import sys\nsys.exit(3)")
+    assert exited.error is not None and "SystemExit: 3" in exited.error
+    assert kernel.run_cell("print('alive')").stdout == "alive\n"
+
+
+def test_digest_lists_user_variables_with_type_and_shape(shared: Session) -> None:
+    kernel = shared.kernel
+    kernel.run_cell("import json")
+    result = kernel.run_cell(
+        "n = 7\nlabel = 'short'\nessay = 'w' * 500\nrows = [{'a': 1}] * 120\n"
+        "conf = {'alpha': 1, 'beta': 2}\n_private = 1\n"
+        "class Grid:\n    shape = (3, 4)\n    dtype = 'float32'\ngrid = Grid()\n"
+        "def area(w, h=2):\n    return w * h"
+    )
+    entries = {entry.name: entry for entry in result.digest}
+    assert entries["n"] == DigestEntry("n", "int", "= 7")
+    assert entries["label"] == DigestEntry("label", "str", "= 'short'")
+    assert entries["essay"] == DigestEntry("essay", "str", "len=500")
+    assert entries["rows"] == DigestEntry("rows", "list[dict]", "len=120")
+    assert entries["conf"].summary == "len=2 keys=['alpha', 'beta']"
+    assert entries["grid"].summary == "shape=(3, 4) dtype=float32"
+    assert entries["area"].summary == "area(w, h=2)"
+    assert entries["Grid"].type == "class"
+    hidden = {"json", "_private", "ms", "lookup", "explode", "ToolCallError", "days_between"}
+    assert not hidden & set(entries)
+    rendered = render_digest(result.digest)
+    assert "rows: list[dict] len=120" in rendered.splitlines()
+
+
+def test_digest_counts_what_it_does_not_list(tmp_path: Path) -> None:
+    with Kernel(scratch=tmp_path / "scratch") as kernel:
+        result = kernel.run_cell("for i in range(75):\n    globals()[f'v{i}'] = i")
+    assert len(result.digest) == 60
+    assert result.digest_more == 16  # v0..v74 plus the loop variable i
+    assert render_digest(result.digest, result.digest_more).endswith("… and 16 more")
+
+
+def test_ms_is_bound_read_only_and_its_notes_reach_the_observation(shared: Session) -> None:
+    kernel = shared.kernel
+    hits = kernel.run_cell("hits = ms.search('adoption agencies')\nprint(hits[0]['content'])")
+    assert hits.stdout == "We talked about adoption agencies and the paperwork they need.\n"
+    missing = kernel.run_cell("rows = ms.expand([999999])\nlen(rows)")
+    assert missing.notes and "999999" in missing.notes[0]
+    assert f"[note] {missing.notes[0]}" in render_observation(missing)
+    helpers = kernel.run_cell("print(days_between('2024-01-01', '2024-01-31'), callable(or_terms))")
+    assert helpers.stdout == "30 True\n"
+
+
+def test_empty_cell_renders_no_output(shared: Session) -> None:
+    result = shared.kernel.run_cell("quiet = 1")
+    assert render_observation(result) == "(no output)"
+
+
+def test_render_observation_of_a_constructed_result() -> None:
+    result = CellResult(stdout="a\n", error="ValueError: x", notes=("look closer",))
+    assert render_observation(result) == "stdout:\na\nerror: ValueError: x\n[note] look closer"
+
+
+def test_bad_arguments_are_usage_errors(shared: Session, tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="str of Python source"):
+        shared.kernel.run_cell(b"print(1)")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="timeout must be positive"):
+        shared.kernel.run_cell("1", timeout=0)
+    with pytest.raises(UsageError, match="unknown sandbox profile"):
+        Kernel(sandbox="loose")
+    with pytest.raises(UsageError, match="contains the Event Log"):
+        Kernel(shared.log.path, scratch=shared.log.path.parent)

@@ -1,0 +1,127 @@
+"""Timeouts, crashes and restarts with real workers: what survives and what the model is told."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+from pathlib import Path
+
+import pytest
+from kernel_helpers import Session
+
+from scrollctx.errors import WorkerCrashed
+from scrollctx.kernel import NAMESPACE_LOST, Kernel, render_observation
+from scrollctx.log import Kind
+
+
+def _system_events(session: Session) -> list[str]:
+    return [e.content for e in session.log.session_events("k1") if e.kind == Kind.SYSTEM]
+
+
+def test_runaway_python_loop_is_interrupted_and_the_namespace_kept(own: Session) -> None:
+    kernel = own.kernel
+    kernel.run_cell("kept = 'still here'")
+    pid = kernel.pid
+    result = kernel.run_cell("while True:\n    pass", timeout=0.3)
+    assert result.timed_out and result.interrupted and not result.namespace_lost
+    assert result.error is not None
+    assert "interrupted; the namespace is kept" in result.error
+    assert result.error.rstrip().endswith("KeyboardInterrupt")
+    assert kernel.pid == pid
+    assert kernel.run_cell("print(kept)").stdout == "still here\n"
+
+
+def test_loop_in_c_is_killed_and_the_next_observation_says_namespace_lost(own: Session) -> None:
+    kernel = own.kernel
+    kernel.run_cell("kept = 1")
+    old_pid = kernel.pid
+    result = kernel.run_cell("sum(range(10**12))", timeout=0.3)
+    assert result.timed_out and result.namespace_lost
+    assert result.error is not None and "worker was killed" in result.error
+    text = render_observation(result)
+    assert text.startswith(f"[kernel] {NAMESPACE_LOST}")
+    assert kernel.pid != old_pid
+    with pytest.raises(ProcessLookupError):
+        os.kill(old_pid or 0, 0)
+    after = kernel.run_cell("print('fresh')\nkept")
+    assert after.stdout == "fresh\n"
+    assert after.error is not None and "NameError" in after.error
+    assert any("restarted" in text for text in _system_events(own))
+
+
+def test_cell_that_ignores_sigint_is_killed(own: Session) -> None:
+    kernel = own.kernel
+    result = kernel.run_cell(
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
+        timeout=0.3,
+    )
+    assert result.timed_out and result.namespace_lost
+    assert kernel.run_cell("print(1 + 1)").stdout == "2\n"
+
+
+@pytest.mark.parametrize(
+    ("cell", "how"),
+    [
+        ("import os\nos._exit(7)", "exit code 7"),
+        ("import ctypes\nctypes.string_at(0)", "killed by SIGSEGV"),
+    ],
+)
+def test_worker_death_during_a_cell_restarts_it_with_a_notice(
+    own: Session, cell: str, how: str
+) -> None:
+    kernel = own.kernel
+    kernel.run_cell("kept = 1")
+    before = [e.seq for e in own.log.session_events("seed")]
+    result = kernel.run_cell(cell)
+    assert result.namespace_lost and not result.ok
+    assert result.error is not None and how in result.error
+    assert render_observation(result).startswith("[kernel] ")
+    assert kernel.run_cell("'kept' in globals()").stdout == "False\n"
+    assert [e.seq for e in own.log.session_events("seed")] == before
+    own.log.check()
+
+
+def test_worker_killed_between_cells_is_restarted_and_the_next_cell_says_so(
+    own: Session,
+) -> None:
+    kernel = own.kernel
+    kernel.run_cell("kept = 1")
+    pid = kernel.pid or 0
+    exited = os.pidfd_open(pid)  # readable once the process has ended
+    os.kill(pid, signal.SIGKILL)
+    select.select([exited], [], [], 10)
+    os.close(exited)
+    result = kernel.run_cell("print('after')")
+    assert result.stdout == "after\n"
+    assert result.namespace_lost
+    assert result.kernel_notice is not None
+    assert "killed by SIGKILL" in result.kernel_notice and NAMESPACE_LOST in result.kernel_notice
+
+
+def test_restart_on_request_loses_the_namespace_and_says_so_once(own: Session) -> None:
+    kernel = own.kernel
+    kernel.run_cell("kept = 1")
+    kernel.restart()
+    first = kernel.run_cell("'kept' in globals()")
+    assert first.namespace_lost and first.stdout == "False\n"
+    assert not kernel.run_cell("1").namespace_lost
+
+
+def test_close_stops_the_worker_and_removes_its_own_scratch(tmp_path: Path) -> None:
+    kernel = Kernel()
+    kernel.start()
+    pid, scratch = kernel.pid, kernel.scratch
+    assert scratch.is_dir()
+    kernel.close()
+    assert not scratch.exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid or 0, 0)
+
+
+def test_a_worker_that_cannot_start_raises_worker_crashed(tmp_path: Path) -> None:
+    # /bin/false is a real interpreter stand-in that exits at once: start-up must fail loudly.
+    kernel = Kernel(scratch=tmp_path / "scratch", python="/bin/false")
+    with pytest.raises(WorkerCrashed, match="failed to start"):
+        kernel.start()
+    kernel.close()

@@ -1,0 +1,116 @@
+"""Sandbox status, fail-closed refusal, logged opt-outs and the doctor, with real workers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from kernel_helpers import Session, open_session
+
+from scrollctx.errors import UsageError
+from scrollctx.kernel import LAYERS, Kernel, SandboxPolicy, doctor, render_observation
+from scrollctx.log import Kind
+
+
+def test_every_layer_holds_and_self_tests_on_this_machine(shared: Session) -> None:
+    status = shared.kernel.start()
+    assert status.profile == "strict" and status.holds
+    assert [(s.name, s.state) for s in status.layers] == [(name, "ok") for name in LAYERS]
+    assert status.layer("landlock").detail.startswith("ABI ")
+    started = [e for e in shared.log.session_events("k1") if e.kind == Kind.SYSTEM][0]
+    assert started.metadata["sandbox"]["layers"]["seccomp"]["state"] == "ok"
+
+
+def test_worker_holds_event_log_files_read_only(shared: Session) -> None:
+    # Inspected from the host through /proc: every descriptor on the log is O_RDONLY and the
+    # WAL index is mapped without write permission, so not even raw memory writes reach it.
+    pid = shared.kernel.pid
+    db = str(shared.log.path)
+    modes = {}
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        if target.startswith(db):
+            flags = Path(f"/proc/{pid}/fdinfo/{fd}").read_text().split("flags:")[1].split()[0]
+            modes[target] = int(flags, 8) & os.O_ACCMODE
+    assert set(modes) == {db, db + "-wal", db + "-shm"}
+    assert set(modes.values()) == {os.O_RDONLY}
+    maps = [line for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if db in line]
+    assert maps and all(line.split()[1][1] == "-" for line in maps)
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_strict_refuses_cells_when_a_layer_is_missing(tmp_path: Path, layer: str) -> None:
+    session = open_session(tmp_path, sandbox=SandboxPolicy(unavailable=frozenset({layer})))
+    try:
+        status = session.kernel.status
+        assert status is not None and not status.holds
+        assert [s.name for s in status.missing] == [layer]
+        assert session.kernel.pid is None  # no unconfined worker is left running
+        result = session.kernel.run_cell("open('pwned', 'w').write('x')")
+        assert result.refused and not result.ok
+        assert result.error is not None
+        assert f"{layer} (unavailable" in result.error
+        assert "sandbox='best-effort'" in result.error and "--sandbox" in result.error
+        assert not (tmp_path / "scratch" / "pwned").exists()
+        refusals = [
+            e for e in session.log.session_events("k1") if e.metadata.get("refused") is True
+        ]
+        assert len(refusals) == 1 and layer in refusals[0].content
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_opt_out_off_is_logged_and_shown_in_every_observation(tmp_path: Path) -> None:
+    session = open_session(tmp_path, sandbox="off")
+    try:
+        opt_outs = [e for e in session.log.session_events("k1") if e.metadata.get("opt_out")]
+        assert len(opt_outs) == 1
+        assert opt_outs[0].kind == Kind.SYSTEM and "'off'" in opt_outs[0].content
+        for cell in ("x = 1", "print(x)"):
+            text = render_observation(session.kernel.run_cell(cell))
+            assert text.startswith("[sandbox] opt-out 'off': no sandbox layer is applied")
+        states = {s.state for s in session.kernel.start().layers}
+        assert states == {"skipped"}
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_best_effort_names_the_missing_layer_in_every_observation(tmp_path: Path) -> None:
+    policy = SandboxPolicy("best-effort", unavailable=frozenset({"landlock"}))
+    session = open_session(tmp_path, sandbox=policy)
+    try:
+        result = session.kernel.run_cell("print('ran')")
+        assert result.stdout == "ran\n"
+        assert render_observation(result).splitlines()[0] == (
+            "[sandbox] opt-out 'best-effort': layers not holding: landlock"
+        )
+        assert session.kernel.start().layer("seccomp").holds
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_doctor_reports_every_layer_and_the_strict_verdict() -> None:
+    report = doctor()
+    assert report.strict_holds
+    assert [s.state for s in report.status.layers] == ["ok"] * len(LAYERS)
+    assert "strict profile: all layers hold" in report.render()
+
+
+def test_doctor_is_truthful_when_landlock_is_forced_off() -> None:
+    report = doctor(unavailable=["landlock"])
+    assert not report.strict_holds
+    assert report.status.layer("landlock").state == "unavailable"
+    assert report.status.layer("seccomp").holds
+    assert "REFUSED here (missing: landlock)" in report.render()
+    assert report.to_dict()["layers"]["landlock"]["state"] == "unavailable"
+
+
+def test_unknown_layers_and_profiles_are_usage_errors() -> None:
+    with pytest.raises(UsageError, match="unknown sandbox layer"):
+        SandboxPolicy(unavailable=frozenset({"selinux"}))
+    with pytest.raises(UsageError, match="unknown sandbox profile"):
+        Kernel(sandbox="permissive")
