@@ -17,6 +17,7 @@ _COMMAND_MODULES: list[str] = [
     "scrollctx.cli._bench",
     "scrollctx.cli._history",
     "scrollctx.cli._ingest",
+    "scrollctx.cli._kernel",
     "scrollctx.cli._view",
 ]
 
