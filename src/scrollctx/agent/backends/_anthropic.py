@@ -446,7 +446,38 @@ def _generic(exc: Any, backend: str) -> BackendError:
     return BackendError(f"{backend} failed ({_detail(exc)})", **_kwargs(exc, backend))
 
 
+def _spend_limit(exc: Any, backend: str) -> BackendError:
+    # a 429 that waiting will not cure: the account's spend limit is reached
+    return BackendError(
+        f"{backend} refused the request: the account's spend limit is reached "
+        f"({_detail(exc)}); raise the limit or use another key",
+        **_kwargs(exc, backend),
+    )
+
+
 _RULE_NAMES: list[tuple[str, Translate]] = [
+    # Subclasses the SDK raises for a specific ``error.details.error_code``.
+    ("RampLimitExceededError", _rate_limited),
+    ("ContractSpendLimitReachedError", _spend_limit),
+    ("EnforcedSpendLimitReachedError", _spend_limit),
+    ("RequestBodyTooLargeAfterDecodingError", _too_long),
+    ("CMEKContextUnavailableError", _unavailable),
+    ("CMEKKeyUnreachableError", _unavailable),
+    ("CMEKKeyDisabledError", _denied),
+    ("CMEKKeyNetworkBlockedError", _denied),
+    ("ClaudeCodeKeyCreatorNotMemberError", _denied),
+    ("ClaudeCodeVersionTooOldError", _rejected),
+    ("OrganizationOnHoldError", _denied),
+    ("OrganizationTypeNotSupportedError", _denied),
+    ("ParentOrganizationRequiredError", _denied),
+    ("WorkspaceHumanReviewDisabledError", _denied),
+    ("RequestBodyEncodingInvalidError", _rejected),
+    ("RequestBodyEncodingUnsupportedError", _rejected),
+    ("LinkedOrganizationBillingUnavailableError", _denied),
+    ("LinkedOrganizationSpendLimitReachedError", _spend_limit),
+    ("SandboxEgressRestrictedError", _denied),
+    ("WorkloadIdentityError", _auth),
+    # The status-code classes.
     ("ContentTooLargeError", _too_long),
     ("BadRequestError", _rejected),
     ("IdentityTokenFileError", _auth),

@@ -43,6 +43,7 @@ SOURCE = EndpointSource(
     key_variable="OPENAI_API_KEY",
     base_url_variable="OPENAI_BASE_URL",
     default_model="gpt-4o-mini",
+    default_base_url="https://api.openai.com/v1",
 )
 # Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the SDK insists on one.
 _PLACEHOLDER_KEY = "no-key-needed"

@@ -25,7 +25,7 @@ _SECRET_TEXT = [
     re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]{6,}"),
     re.compile(
         r"(?i)\b((?:x-)?api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password)"
-        r"(\s*[=:]\s*)(['\"]?)[^\s'\",;&]+"
+        r"(['\"]?\s*[=:]\s*)(['\"]?)[^\s'\",;&]+"
     ),
 ]
 

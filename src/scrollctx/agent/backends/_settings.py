@@ -116,7 +116,7 @@ def _first(origins: dict[str, str], name: str, candidates: list[tuple[str, objec
         if value is None or value == "":
             continue
         if not isinstance(value, str):
-            raise ConfigError(f"{name} from the {origin} must be text, got {value!r}")
+            raise ConfigError(f"{name} from the {origin} must be text, not {type(value).__name__}")
         origins[name] = origin
         return value
     return None
@@ -137,6 +137,11 @@ def _config_section(backend: str, config: Config | None) -> Mapping[str, Any]:
             f"unknown key {', '.join(unknown)} in [backends.{backend}] of {config.config_path}; "
             f"valid keys: {', '.join(sorted(_SECTION_KEYS))}"
         )
+    for key in ("model", "base_url", "api_key"):
+        if key in section and not isinstance(section[key], str):
+            raise ConfigError(
+                f"{key} in [backends.{backend}] of {config.config_path} must be a quoted string"
+            )
     if not isinstance(section.get("options", {}), Mapping):
         raise ConfigError(f"[backends.{backend}].options in {config.config_path} must be a table")
     return section
