@@ -23,7 +23,10 @@ reset before each test)::
 - A completion queued with ``enqueue_text``/``enqueue_tool_calls`` is served as JSON, or as an
   SSE stream of chunks when the request says ``"stream": true`` (the usage chunk only when
   ``stream_options.include_usage`` was asked for). ``enqueue_stream`` serves explicit chunks.
-- ``enqueue(ScriptedReply(...))`` serves anything: any status, headers, JSON or raw bytes.
+- ``enqueue(ScriptedReply(...))`` serves anything: any status, headers, JSON or raw bytes;
+  ``enqueue(callable)`` computes the reply from the recorded request when it arrives.
+- ``server.environ`` is an environment mapping for ``resolve_model(..., environ=...)`` that
+  points the backend at the server with a dummy key.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from typing import Any
 
 __all__ = [
     "RecordedRequest",
+    "Responder",
     "ScriptedAnthropicServer",
     "ScriptedOpenAIServer",
     "ScriptedReply",
@@ -72,6 +76,17 @@ class RecordedRequest:
     body: Any
 
 
+Responder = Callable[[RecordedRequest], ScriptedReply]
+
+
+def _respond(responder: Responder, request: RecordedRequest) -> ScriptedReply:
+    try:
+        return responder(request)
+    except Exception as exc:  # a broken responder must fail the test, not hang the client
+        error = {"type": "scripted_responder_failed", "message": f"{type(exc).__name__}: {exc}"}
+        return ScriptedReply(status=418, body={"error": error})
+
+
 class _ScriptedServer:
     """The shared machinery: a loopback HTTP server, a reply queue and a request record."""
 
@@ -80,7 +95,7 @@ class _ScriptedServer:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._queue: deque[ScriptedReply] = deque()
+        self._queue: deque[ScriptedReply | Responder] = deque()
         self.requests: list[RecordedRequest] = []
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -115,16 +130,23 @@ class _ScriptedServer:
             self._queue.clear()
             self.requests.clear()
 
-    def enqueue(self, *replies: ScriptedReply) -> None:
-        """Queue replies, served first in, first out."""
+    def enqueue(self, *replies: ScriptedReply | Responder) -> None:
+        """Queue replies, served first in, first out.
+
+        A reply may be a callable taking the :class:`RecordedRequest` and returning the
+        :class:`ScriptedReply`, for answers that depend on what was asked.
+        """
         with self._lock:
             self._queue.extend(replies)
 
     def _take(self, request: RecordedRequest) -> ScriptedReply:
         with self._lock:
             self.requests.append(request)
-            if self._queue:
-                return self._queue.popleft()
+            queued = self._queue.popleft() if self._queue else None
+        if isinstance(queued, ScriptedReply):
+            return queued
+        if queued is not None:
+            return _respond(queued, request)
         return ScriptedReply(
             status=418,
             body={
@@ -216,6 +238,11 @@ class ScriptedOpenAIServer(_ScriptedServer):
         """The value for ``OPENAI_BASE_URL``: ``http://127.0.0.1:PORT/v1``."""
         return f"{self.url}/v1"
 
+    @property
+    def environ(self) -> dict[str, str]:
+        """An environment for ``resolve_model("openai:NAME", environ=...)`` aimed at this server."""
+        return {"OPENAI_BASE_URL": self.base_url, "OPENAI_API_KEY": "sk-scripted-test-key"}
+
     def handle(self, method: str, path: str, headers: dict[str, str], body: Any) -> ScriptedReply:
         if (method, path) == ("GET", "/v1/models"):
             data = [{"id": m, "object": "model", "owned_by": "scripted"} for m in self.models]
@@ -270,18 +297,27 @@ class ScriptedOpenAIServer(_ScriptedServer):
             }
         return body
 
+    @classmethod
+    def text_reply(cls, text: str, **details: Any) -> ScriptedReply:
+        """A plain answer (streamed when asked); ``details`` as for :meth:`completion_body`."""
+        return ScriptedReply(body=cls.completion_body(text=text, **details), streamable=True)
+
+    @classmethod
+    def tool_calls_reply(
+        cls, calls: Sequence[tuple[str, str | Mapping[str, Any]]], **details: Any
+    ) -> ScriptedReply:
+        """An answer with tool calls ``[(name, arguments), ...]``; ids are ``call_N``."""
+        return ScriptedReply(body=cls.completion_body(tool_calls=calls, **details), streamable=True)
+
     def enqueue_text(self, text: str, **details: Any) -> None:
-        """Queue a plain answer; ``details`` as for :meth:`completion_body`."""
-        self.enqueue(
-            ScriptedReply(body=self.completion_body(text=text, **details), streamable=True)
-        )
+        """Queue :meth:`text_reply`."""
+        self.enqueue(self.text_reply(text, **details))
 
     def enqueue_tool_calls(
         self, calls: Sequence[tuple[str, str | Mapping[str, Any]]], **details: Any
     ) -> None:
-        """Queue an answer with tool calls ``[(name, arguments), ...]``; ids are ``call_N``."""
-        body = self.completion_body(tool_calls=calls, **details)
-        self.enqueue(ScriptedReply(body=body, streamable=True))
+        """Queue :meth:`tool_calls_reply`."""
+        self.enqueue(self.tool_calls_reply(calls, **details))
 
     def enqueue_error(
         self,
@@ -355,6 +391,11 @@ class ScriptedAnthropicServer(_ScriptedServer):
     def base_url(self) -> str:
         """The value for ``ANTHROPIC_BASE_URL``: ``http://127.0.0.1:PORT`` (the SDK adds /v1)."""
         return self.url
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """An environment for ``resolve_model("anthropic:NAME", environ=...)`` aimed here."""
+        return {"ANTHROPIC_BASE_URL": self.base_url, "ANTHROPIC_API_KEY": "sk-ant-scripted-key"}
 
     @staticmethod
     def message_body(
