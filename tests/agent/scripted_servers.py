@@ -23,6 +23,9 @@ reset before each test)::
 - A completion queued with ``enqueue_text``/``enqueue_tool_calls`` is served as JSON, or as an
   SSE stream of chunks when the request says ``"stream": true`` (the usage chunk only when
   ``stream_options.include_usage`` was asked for). ``enqueue_stream`` serves explicit chunks.
+  Likewise an Anthropic message becomes the Messages event stream (``message_start``,
+  ``content_block_*`` with text/thinking/signature/input-JSON deltas, ``message_delta``,
+  ``message_stop``) when the request asks to stream.
 - ``enqueue(ScriptedReply(...))`` serves anything: any status, headers, JSON or raw bytes;
   ``enqueue(callable)`` computes the reply from the recorded request when it arrives.
 - ``server.environ`` is an environment mapping for ``resolve_model(..., environ=...)`` that
@@ -417,9 +420,20 @@ class ScriptedAnthropicServer(_ScriptedServer):
             "usage": {"input_tokens": usage[0], "output_tokens": usage[1]},
         }
 
+    @classmethod
+    def message_reply(cls, content: Sequence[Mapping[str, Any]], **details: Any) -> ScriptedReply:
+        """A message answer made of explicit content blocks (streamed when asked)."""
+        return ScriptedReply(body=cls.message_body(content, **details), streamable=True)
+
     def enqueue_message(self, content: Sequence[Mapping[str, Any]], **details: Any) -> None:
-        """Queue a message answer made of explicit content blocks."""
-        self.enqueue(ScriptedReply(body=self.message_body(content, **details)))
+        """Queue :meth:`message_reply`."""
+        self.enqueue(self.message_reply(content, **details))
+
+    def render(self, reply: ScriptedReply, request_body: Any) -> ScriptedReply:
+        wants_stream = isinstance(request_body, dict) and request_body.get("stream") is True
+        if not (reply.streamable and wants_stream and reply.status == 200):
+            return reply
+        return ScriptedReply(sse=_message_events(reply.body))
 
     def enqueue_text(self, text: str, **details: Any) -> None:
         """Queue a plain text answer."""
@@ -440,6 +454,55 @@ class ScriptedAnthropicServer(_ScriptedServer):
             error["details"] = {"error_code": error_code}
         body = {"type": "error", "error": error}
         self.enqueue(ScriptedReply(status=status, body=body, headers=dict(headers or {})))
+
+
+def _message_events(body: dict[str, Any]) -> list[tuple[str | None, Any]]:
+    """The Messages API event stream that describes ``body``, block by block."""
+    head = {**body, "content": [], "stop_reason": None, "stop_sequence": None}
+    head["usage"] = {**body["usage"], "output_tokens": 1}
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": head})
+    ]
+    for index, block in enumerate(body["content"]):
+        events += [(name, data) for name, data in _block_events(index, block)]
+    delta = {"stop_reason": body["stop_reason"], "stop_sequence": body.get("stop_sequence")}
+    usage = {"output_tokens": body["usage"]["output_tokens"]}
+    events.append(("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def _block_events(index: int, block: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    kind = block["type"]
+    if kind == "text":
+        start, deltas = (
+            {"type": "text", "text": ""},
+            [{"type": "text_delta", "text": p} for p in _pieces(block["text"])],
+        )
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        deltas = [{"type": "thinking_delta", "thinking": p} for p in _pieces(block["thinking"])]
+        deltas.append({"type": "signature_delta", "signature": block["signature"]})
+    elif kind == "tool_use":
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        deltas = [
+            {"type": "input_json_delta", "partial_json": p}
+            for p in _pieces(json.dumps(block["input"]), 5)
+        ]
+    else:  # redacted_thinking and anything else arrive whole
+        start, deltas = dict(block), []
+    events = [
+        (
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": start},
+        )
+    ]
+    events += [
+        ("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+        for d in deltas
+    ]
+    events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
+    return events
 
 
 class SleepRecorder:

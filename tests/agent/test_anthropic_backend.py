@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from scripted_servers import ScriptedAnthropicServer, ScriptedReply, SleepRecorder
 
-from scrollctx.agent import ChatRequest, Message, RetryPolicy, ToolSpec
+from scrollctx.agent import ChatRequest, Completion, Delta, Message, RetryPolicy, ToolSpec
 from scrollctx.agent.backends._anthropic import (
     OPENING_USER_TEXT,
     AnthropicBackend,
@@ -301,6 +301,12 @@ def test_cached_prompt_tokens_count_as_prompt_tokens(
         (529, {"type": "overloaded_error"}, BackendUnavailable, 4),
         (500, {"type": "api_error"}, BackendUnavailable, 4),
         (429, {"type": "rate_limit_error"}, RateLimited, 4),
+        (
+            429,
+            {"type": "rate_limit_error", "error_code": "contract_spend_limit_reached"},
+            BackendError,
+            1,
+        ),
     ],
 )
 def test_errors_map_by_type_and_retry_only_transient_ones(
@@ -348,3 +354,58 @@ def test_missing_sdk_names_the_extra(tmp_path: Any) -> None:
         "anthropic is not installed; install it with: pip install 'scrollctx[anthropic]'"
     )
     assert MissingDependency("anthropic", "anthropic").exit_code == 2
+
+
+def test_streaming_reassembles_text_thinking_and_tool_input_exactly(
+    backend: AnthropicBackend, anthropic_server: ScriptedAnthropicServer
+) -> None:
+    blocks = [
+        THINKING,
+        REDACTED_THINKING,
+        {"type": "text", "text": "I will compute it in the kernel now."},
+        {"type": "tool_use", "id": "t9", "name": "repl_exec", "input": {"source": "print(1 + 1)"}},
+    ]
+    anthropic_server.enqueue_message(blocks, stop_reason="tool_use", usage=(40, 17))
+    request = ChatRequest(messages=[{"role": "user", "content": "go"}], tools=[REPL])
+
+    *deltas, final = backend.stream(request)
+
+    assert "".join(d.text for d in deltas if isinstance(d, Delta)) == blocks[2]["text"]
+    assert "".join(d.reasoning for d in deltas if isinstance(d, Delta)) == THINKING["thinking"]
+    assert isinstance(final, Completion)
+    assert final.reasoning_blocks == (THINKING, REDACTED_THINKING)
+    assert final.text == blocks[2]["text"]
+    [tool_call] = final.tool_calls
+    assert (tool_call.id, tool_call.arguments) == ("t9", {"source": "print(1 + 1)"})
+    assert final.finish_reason == "tool_use"
+    assert final.usage is not None
+    assert (final.usage.prompt_tokens, final.usage.completion_tokens) == (40, 17)
+    assert anthropic_server.requests[0].body["stream"] is True
+
+
+def test_a_failure_opening_a_stream_is_retried(
+    backend: AnthropicBackend, anthropic_server: ScriptedAnthropicServer, sleeps: SleepRecorder
+) -> None:
+    anthropic_server.enqueue_error(529, type="overloaded_error", headers={"retry-after": "1"})
+    anthropic_server.enqueue_text("streamed")
+
+    final = list(backend.stream(ChatRequest(messages=[{"role": "user", "content": "x"}])))[-1]
+
+    assert isinstance(final, Completion) and final.text == "streamed"
+    assert sleeps.waits == [1.0]
+
+
+def test_required_tool_choice_is_spelled_any(
+    backend: AnthropicBackend, anthropic_server: ScriptedAnthropicServer
+) -> None:
+    anthropic_server.enqueue_text("ok")
+
+    backend.complete(
+        ChatRequest(
+            messages=[{"role": "user", "content": "x"}],
+            tools=[REPL],
+            options={"tool_choice": "required"},
+        )
+    )
+
+    assert anthropic_server.requests[0].body["tool_choice"] == {"type": "any"}

@@ -44,7 +44,15 @@ from ._openai_errors import parse_retry_after
 from ._retry import RetryPolicy, call_with_retries
 from ._secrets import redact
 from ._settings import Endpoint, EndpointSource, resolve_endpoint
-from ._types import ChatRequest, Completion, Message, ToolCall, Usage, parse_tool_arguments
+from ._types import (
+    ChatRequest,
+    Completion,
+    Delta,
+    Message,
+    ToolCall,
+    Usage,
+    parse_tool_arguments,
+)
 
 __all__ = [
     "ANTHROPIC_KEY_HELP",
@@ -103,6 +111,7 @@ class AnthropicBackend(Backend):
 
     name = "anthropic"
     supports_tools = True
+    can_stream = True
     Options = AnthropicOptions
 
     def __init__(
@@ -152,10 +161,32 @@ class AnthropicBackend(Backend):
         data = call_with_retries(lambda: self._post(body), self.retry)
         return parse_message(data, model=self.model, backend=self.name)
 
+    def stream(self, request: ChatRequest) -> Iterator[Delta | Completion]:
+        """Stream deltas over SSE, then yield the assembled completion.
+
+        Only opening the stream is retried; a failure mid-stream raises.
+        """
+        body = {**self._body(request), "stream": True}
+        events = call_with_retries(lambda: self._open_stream(body), self.retry)
+        builder = _MessageBuilder()
+        with map_anthropic_errors(self.name):
+            for event in events:
+                delta = builder.add(event.to_dict())
+                if delta.text or delta.reasoning:
+                    yield delta
+        yield parse_message(builder.message(), model=self.model, backend=self.name)
+
     def close(self) -> None:
         """Close the HTTP client if this backend created it."""
         if self._owns_client:
             self._client.close()
+
+    def _open_stream(self, body: dict[str, Any]) -> Any:
+        _log.debug(
+            "POST messages (stream) %s", redact({k: v for k, v in body.items() if k != "messages"})
+        )
+        with map_anthropic_errors(self.name):
+            return self._client.messages.create(**body)
 
     def _body(self, request: ChatRequest) -> dict[str, Any]:
         options = self.options.merged(request.options)
@@ -173,7 +204,9 @@ class AnthropicBackend(Backend):
                 for t in request.tools
             ]
             if options.tool_choice is not None:
-                body["tool_choice"] = {"type": options.tool_choice}
+                # accept the OpenAI spelling "required" for Anthropic's "any"
+                choice = "any" if options.tool_choice == "required" else options.tool_choice
+                body["tool_choice"] = {"type": choice}
         for key in ("temperature", "top_p", "top_k"):
             if getattr(options, key) is not None:
                 body[key] = getattr(options, key)
@@ -362,6 +395,52 @@ def _usage(raw: Any) -> Usage | None:
         for key in ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
     )
     return Usage(prompt_tokens=prompt, completion_tokens=int(raw.get("output_tokens") or 0))
+
+
+class _MessageBuilder:
+    """Folds Messages API stream events back into the message JSON they describe."""
+
+    def __init__(self) -> None:
+        self.head: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.partial_json: dict[int, str] = {}
+
+    def add(self, event: Mapping[str, Any]) -> Delta:
+        """Fold one event in; return the text and thinking it added."""
+        kind = event.get("type")
+        if kind == "message_start":
+            self.head = dict(event["message"])
+        elif kind == "content_block_start":
+            self.blocks[event["index"]] = dict(event["content_block"])
+        elif kind == "content_block_delta":
+            return self._add_delta(event["index"], event["delta"])
+        elif kind == "message_delta":
+            self.head.update(event.get("delta") or {})
+            usage = self.head.setdefault("usage", {})
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+        return Delta()
+
+    def _add_delta(self, index: int, delta: Mapping[str, Any]) -> Delta:
+        block = self.blocks[index]
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+            return Delta(text=delta["text"])
+        if kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            return Delta(reasoning=delta["thinking"])
+        if kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta["signature"]
+        elif kind == "input_json_delta":
+            self.partial_json[index] = self.partial_json.get(index, "") + delta["partial_json"]
+        return Delta()
+
+    def message(self) -> dict[str, Any]:
+        """The assembled message body, blocks in index order."""
+        for index, raw in self.partial_json.items():
+            arguments, error = parse_tool_arguments(raw)
+            self.blocks[index]["input"] = arguments if error is None else raw
+        return {**self.head, "content": [self.blocks[i] for i in sorted(self.blocks)]}
 
 
 # -- error translation ----------------------------------------------------------------------
