@@ -239,7 +239,7 @@ class EvictionIndex:
     def from_data(cls, data: dict[str, Any]) -> EvictionIndex:
         """Rebuild an index from :meth:`to_data` output."""
         index = cls(int(data["k"]), str(data["session_id"]))
-        index.counters = {str(k): int(v) for k, v in data["counters"].items()}
+        index.counters = {key: int(data["counters"].get(key, 0)) for key in index.counters}
         index.tiers = [
             [IndexBlock([IndexLine.from_data(line) for line in b["lines"]]) for b in tier["blocks"]]
             for tier in data["tiers"]

@@ -247,7 +247,7 @@ def _content_blocks(content: Any) -> tuple[list[dict[str, Any]], list[str], str]
     for part in content:
         if isinstance(part, dict) and part.get("type") == "text":
             text = str(part.get("text", ""))
-            blocks.append({"type": "text", "n": len(text), "raw": _without(part, "text")})
+            blocks.append({"type": "text", "n": len(text), "raw": _blank(part, "text")})
             texts.append(text)
         else:
             blocks.append({"type": "part", "raw": part})
@@ -275,7 +275,7 @@ def _from_anthropic(message: dict[str, Any]) -> list[Turn]:
             turns.append(_anthropic_result(block))
         elif kind == "text":
             text = str(block.get("text", ""))
-            blocks.append({"type": "text", "n": len(text), "raw": _without(block, "text")})
+            blocks.append({"type": "text", "n": len(text), "raw": _blank(block, "text")})
             texts.append(text)
         elif kind == "tool_use":
             args = json.dumps(block.get("input", {}), ensure_ascii=False)
@@ -299,9 +299,12 @@ def _from_anthropic(message: dict[str, Any]) -> list[Turn]:
 
 def _anthropic_result(block: dict[str, Any]) -> Turn:
     blocks, texts, form = _content_blocks(block.get("content", ""))
-    turn = Turn(
-        "tool", TEXT_JOIN.join(texts), "anthropic", blocks, _without(block, "content"), form
-    )
+    native = copy.deepcopy(block)
+    if "content" in native:
+        native["content"] = None
+    else:
+        form = "absent"
+    turn = Turn("tool", TEXT_JOIN.join(texts), "anthropic", blocks, native, form)
     turn.tool_call_id = str(block.get("tool_use_id") or "")
     if not turn.tool_call_id:
         raise UsageError("an Anthropic tool_result block needs a tool_use_id")
@@ -309,5 +312,8 @@ def _anthropic_result(block: dict[str, Any]) -> Turn:
     return turn
 
 
-def _without(block: dict[str, Any], key: str) -> dict[str, Any]:
-    return {k: copy.deepcopy(v) for k, v in block.items() if k != key}
+def _blank(block: dict[str, Any], key: str) -> dict[str, Any]:
+    # The key stays (as None) so rendering puts the text back at its original position.
+    blanked = copy.deepcopy(block)
+    blanked[key] = None
+    return blanked

@@ -310,6 +310,11 @@ class WorkingView:
     def _message_raw(self, text: str) -> int:
         return self.counter.raw(text) + MESSAGE_OVERHEAD if text else 0
 
+    @property
+    def digest(self) -> str:
+        """The namespace digest last given (it is per call and not persisted)."""
+        return self._digest
+
     def set_digest(self, digest: str) -> None:
         """Set the namespace digest (plain text from the kernel) shown at the end of the view."""
         if digest != self._digest:
@@ -328,7 +333,9 @@ class WorkingView:
 
     def index_data(self) -> dict[str, Any]:
         """Return the index as data (the shape ``ms.index()`` returns)."""
-        return self.index.to_data(self._view_state(self._turns, self.index))
+        data = self.index.to_data(self._view_state(self._turns, self.index))
+        data["counters"].update(self._counters(_Plan()))
+        return data
 
     def build(self, provider: str = "openai", digest: str | None = None) -> RenderedView:
         """Build the request for one model call and record it in :attr:`metrics`."""

@@ -1,0 +1,109 @@
+"""``scroll view`` and ``scroll simulate``: JSON and human output, restore from the log, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scrollctx.cli import run
+from scrollctx.log import EventLog
+from scrollctx.view import WorkingView
+
+Capture = pytest.CaptureFixture[str]
+SIMULATE = ["simulate", "--steps", "40", "--output-kb", "1", "--budget", "4000", "--k", "3"]
+
+
+def _json(capsys: Capture) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_simulate_reports_view_sizes_against_full_replay(capsys: Capture) -> None:
+    assert run([*SIMULATE, "--json"]) == 0
+    data = _json(capsys)
+    for key in (
+        "max_view_tokens",
+        "final_view_build_ms",
+        "total_input_tokens",
+        "full_replay_input_tokens",
+        "input_token_saving_ratio",
+        "per_call_view_tokens",
+        "index_tokens",
+    ):
+        assert key in data
+    assert data["store"] is None and data["calls"] == 80
+    assert max(data["per_call_view_tokens"]) == data["max_view_tokens"] <= 4000
+    assert data["total_input_tokens"] == sum(data["per_call_view_tokens"])
+    assert data["full_replay_input_tokens"] > data["total_input_tokens"]
+    assert data["input_token_saving_ratio"] == round(
+        data["full_replay_input_tokens"] / data["total_input_tokens"], 2
+    )
+    assert data["evictions"] > 0 and data["index_tiers"] >= 2
+
+
+def test_view_prints_what_the_model_receives(store_dir: Path, capsys: Capture) -> None:
+    assert run([*SIMULATE, "--store", str(store_dir)]) == 0
+    human = capsys.readouterr().out
+    assert "fewer" in human and "evictions" in human
+    assert run(["view", "--store", str(store_dir), "--session", "simulation", "--json"]) == 0
+    data = _json(capsys)
+    with EventLog.open(store_dir / "history.db") as log:
+        view = WorkingView.restore(log, "simulation", budget_tokens=128_000)
+        assert data["messages"] == view.render("openai")
+        assert data["index"] == view.index_data()
+    assert data["messages"][0]["content"].startswith("[eviction index]")
+    assert data["index"]["tiers"] and data["tokens"] == view.tokens
+    args = ["view", "--store", str(store_dir), "--session", "simulation"]
+    assert run([*args, "--provider", "anthropic", "--json"]) == 0
+    anthropic = _json(capsys)
+    assert anthropic["messages"][0]["role"] == "user"
+    assert all(m["role"] in ("user", "assistant") for m in anthropic["messages"])
+    assert run(args) == 0
+    text = capsys.readouterr().out
+    assert "── user ──" in text and "ms.expand(lo, hi)" in text and "live turns" in text
+
+
+def test_view_shows_a_system_prompt_file(store_dir: Path, tmp_path: Path, capsys: Capture) -> None:
+    assert run([*SIMULATE, "--steps", "3", "--store", str(store_dir), "--json"]) == 0
+    capsys.readouterr()
+    prompt = tmp_path / "system.txt"
+    prompt.write_text("Be brief.")
+    args = ["view", "--store", str(store_dir), "--session", "simulation", "--json"]
+    assert run([*args, "--system-file", str(prompt)]) == 0
+    assert _json(capsys)["messages"][0] == {"role": "system", "content": "Be brief."}
+
+
+def test_view_errors_are_one_line(store_dir: Path, capsys: Capture) -> None:
+    assert run(["view", "--store", str(store_dir), "--session", "s1", "--json"]) == 2
+    error = json.loads(capsys.readouterr().err)["error"]
+    assert error["type"] == "UsageError" and "no Event Log" in error["message"]
+    assert not (store_dir / "history.db").exists()
+    EventLog.open(store_dir / "history.db").close()
+    assert run(["view", "--store", str(store_dir), "--session", "nope"]) == 2
+    assert "has no events" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--steps", "0"], ["--budget", "10"], ["--k", "2"], ["--rho", "0"], ["--output-kb", "-1"]],
+)
+def test_simulate_rejects_bad_settings(args: list[str], capsys: Capture) -> None:
+    assert run(["simulate", *args]) == 2
+    assert "Error" in capsys.readouterr().err
+
+
+def test_simulate_through_the_console_script(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "scroll"
+    out = subprocess.run(
+        [str(script), "simulate", "--steps", "5", "--output-kb", "1", "--budget", "4000", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    data = json.loads(out.stdout)
+    assert data["steps"] == 5 and data["calls"] == 10
+    assert not (tmp_path / ".scroll").exists()

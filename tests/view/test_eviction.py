@@ -1,0 +1,301 @@
+"""Algorithm 1 on a real log: every property the issue lists, under random and scripted sessions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from view_session import Session, check_invariants, text_of
+
+from scrollctx.errors import ContextOverflow, StoreError
+from scrollctx.log import EventLog
+from scrollctx.view import INDEX_KIND, WorkingView
+
+OPS = st.one_of(
+    st.tuples(st.just("user"), st.integers(1, 60)),
+    st.tuples(st.just("nudge"), st.integers(1, 20)),
+    st.tuples(st.just("tools"), st.lists(st.integers(1, 250), min_size=1, max_size=3)),
+    st.tuples(st.just("reply"), st.integers(1, 120)),
+)
+
+
+def _run(session: Session, op: tuple[Any, ...]) -> None:
+    kind, arg = op
+    if kind == "user":
+        session.user(arg)
+    elif kind == "nudge":
+        session.user(arg, synthetic=True)
+    elif kind == "tools":
+        session.tools(arg, headline=len(arg) % 2 == 1)
+    else:
+        session.reply(arg, headline=arg % 3 != 0)
+
+
+def _restored_equals(view: WorkingView, log: EventLog) -> None:
+    again = WorkingView.restore(
+        log,
+        view.session_id,
+        view.system_prompt,
+        budget_tokens=view.budget_tokens,
+        rho=view.rho,
+        tail_groups=view.tail_groups,
+        keep_results=view.keep_results,
+        k=view.index.k,
+    )
+    again.set_digest(view.digest)
+    assert again.index_text() == view.index_text()
+    assert again.index_data() == view.index_data()
+    assert json.dumps(again.render("openai")) == json.dumps(view.render("openai"))
+    assert json.dumps(again.render("anthropic")) == json.dumps(view.render("anthropic"))
+    assert again.tokens == view.tokens
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    ops=st.lists(OPS, min_size=1, max_size=30),
+    budget=st.integers(1000, 6000),
+    rho=st.sampled_from([0.5, 0.8, 1.0]),
+    k=st.integers(3, 5),
+    tail=st.integers(0, 3),
+    keep=st.integers(0, 3),
+)
+def test_properties_hold_after_any_appends_and_evictions(
+    fast_dir: Path,
+    ops: list[tuple[Any, ...]],
+    budget: int,
+    rho: float,
+    k: int,
+    tail: int,
+    keep: int,
+) -> None:
+    folder = Path(tempfile.mkdtemp(dir=fast_dir))
+    with EventLog.open(folder / "history.db") as log:
+        view = WorkingView(
+            log,
+            "s",
+            "system",
+            budget_tokens=budget,
+            rho=rho,
+            k=k,
+            tail_groups=tail,
+            keep_results=keep,
+        )
+        session = Session(view)
+        for op in ops:
+            _run(session, op)
+            session.persist()
+            before = view.index_text()
+            try:
+                report = view.ensure_budget(digest="x: int = 1")
+            except ContextOverflow as exc:
+                assert exc.tokens > budget
+                check_invariants(view, log, session, None)
+                continue
+            assert view.tokens <= budget
+            if report.evicted and report.rollups == 0 and before:
+                assert view.index_text().startswith(before)
+            check_invariants(view, log, session, report)
+        _restored_equals(view, log)
+
+
+def _long_session(log: EventLog, steps: int, **settings: Any) -> tuple[WorkingView, Session]:
+    view = WorkingView(log, "long", "system prompt", **settings)
+    session = Session(view)
+    for step in range(steps):
+        session.user(12)
+        session.persist()
+        view.ensure_budget()
+        session.tools([300 + (step % 5) * 40], headline=step % 4 != 0)
+        session.persist()
+        view.ensure_budget()
+        session.reply(30, headline=step % 5 != 0)
+        session.persist()
+    return view, session
+
+
+def test_a_long_scripted_session_stays_bounded_and_restores(view_log: EventLog) -> None:
+    view, session = _long_session(view_log, 120, budget_tokens=5000, k=3)
+    check_invariants(view, view_log, session, None)
+    assert view.metrics.evictions > 20 and view.metrics.folds > 50
+    assert view.metrics.rollups > 0 and len(view.index.tiers) >= 3
+    assert view.metrics.max_view_tokens == 0  # build() was never called: no model calls
+    assert view.tokens <= 5000
+    assert view.metrics.headline_compliance == pytest.approx(
+        view.metrics.headlined_turns / view.metrics.assistant_turns
+    )
+    _restored_equals(view, view_log)
+    latest = view_log.execute(
+        "SELECT metadata FROM conversation_history WHERE kind = ? ORDER BY seq DESC LIMIT 1",
+        (INDEX_KIND,),
+    )
+    assert json.loads(latest[0]["metadata"])["tiers"] == view.index_data()["tiers"]
+
+
+def test_user_requests_inside_evicted_spans_stay_visible(view_log: EventLog) -> None:
+    view, _ = _long_session(view_log, 40, budget_tokens=4000, k=4)
+    text = view.index_text()
+    tier0 = view.index.tiers[0][-1]
+    assert any(line.kind == "user" for line in tier0.lines)
+    for line in tier0.lines:
+        if line.kind == "user":
+            assert f"seq {line.lo}" in text and line.text in text
+    rolled = [line for block in view.index.blocks()[:-1] for line in block.lines]
+    assert sum(line.anchor_count for line in rolled) > 0
+
+
+def test_a_long_active_turn_evicts_inside_it_but_keeps_the_request(view_log: EventLog) -> None:
+    view = WorkingView(view_log, "s", "system", budget_tokens=2000, tail_groups=1, keep_results=1)
+    session = Session(view)
+    session.user(10)
+    session.persist()
+    request = view.turns[0].seq
+    for _ in range(30):
+        session.tools([200])
+        session.persist()
+        view.ensure_budget()
+        check_invariants(view, view_log, session, None)
+    assert view.turns[0].seq == request and view.turns[0].pinned
+    assert view.index.spans()[0][0] == request
+    session.user(5)
+    session.persist()
+    for _ in range(6):
+        session.tools([200])
+        session.persist()
+        view.ensure_budget()
+        check_invariants(view, view_log, session, None)
+    assert request not in {t.seq for t in view.turns}
+    _restored_equals(view, view_log)
+
+
+def test_nudges_do_not_move_the_active_turn(view_log: EventLog) -> None:
+    view = WorkingView(view_log, "s", "", budget_tokens=1500, tail_groups=0, keep_results=0)
+    session = Session(view)
+    session.user(10)
+    for _ in range(12):
+        session.tools([150])
+        session.user(20, synthetic=True)
+        session.persist()
+        view.ensure_budget()
+    request = next(t for t in view.turns if t.is_real_user)
+    assert request.pinned and request.text == session.texts[request.seq]
+
+
+def test_protected_part_over_the_window_raises(view_log: EventLog) -> None:
+    view = WorkingView(view_log, "s", "", budget_tokens=300)
+    view.append({"role": "user", "content": text_of(50, 1)})
+    view.append(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        }
+    )
+    view.append({"role": "tool", "tool_call_id": "c", "content": text_of(800, 2)})
+    with pytest.raises(ContextOverflow, match="window is 300") as caught:
+        view.ensure_budget()
+    assert caught.value.tokens > 300 and caught.value.budget == 300
+    assert view_log.count() == 3
+
+
+def test_folding_comes_before_eviction_and_only_when_smaller(view_log: EventLog) -> None:
+    view = WorkingView(view_log, "s", "", budget_tokens=2000, tail_groups=1, keep_results=1)
+    session = Session(view)
+    session.user(5)
+    session.tools([3])  # tiny result: a stub would be larger
+    session.reply(5)
+    session.user(5)
+    session.tools([600])
+    session.reply(5)
+    session.user(5)
+    session.tools([600])
+    session.persist()
+    report = view.ensure_budget()
+    assert report.folded and not report.evicted
+    folded = [t for t in view.turns if t.folded]
+    assert [t.text for t in folded] == [session.texts[folded[0].seq]]
+    stub = view.render("openai")[[t.seq for t in view.turns].index(folded[0].seq)]["content"]
+    assert f"ms.expand({folded[0].seq})" in stub
+    small = next(t for t in view.turns if t.role == "tool")
+    assert not small.folded
+
+
+def _fail_inserts(path: Path, where: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "CREATE TRIGGER fail_insert BEFORE INSERT ON conversation_history "
+        f"WHEN {where} BEGIN SELECT RAISE(ABORT, 'disk refused the write'); END"
+    )
+    conn.commit()
+    conn.close()
+
+
+def test_no_eviction_when_persisting_fails(fast_dir: Path) -> None:
+    path = fast_dir / "history.db"
+    with EventLog.open(path) as log:
+        view = WorkingView(log, "s", "", budget_tokens=2000, tail_groups=0, keep_results=0)
+        session = Session(view)
+        for _ in range(3):
+            session.user(5)
+            session.tools([300])
+            session.reply(5)
+        _fail_inserts(path, "1")
+        report = view.ensure_budget()
+        assert report.persist_error and "disk refused" in report.persist_error
+        assert not report.changed and all(t.seq is None for t in view.turns)
+        assert log.count() == 0
+        for _ in range(6):
+            session.tools([300])
+        with pytest.raises(ContextOverflow):
+            view.ensure_budget()
+
+
+def test_index_write_failure_leaves_the_view_unchanged(fast_dir: Path) -> None:
+    path = fast_dir / "history.db"
+    with EventLog.open(path) as log:
+        view = WorkingView(log, "s", "", budget_tokens=1500, tail_groups=0, keep_results=0)
+        session = Session(view)
+        for _ in range(3):
+            session.user(5)
+            session.tools([300])
+            session.reply(5)
+        session.persist()
+        _fail_inserts(path, f"NEW.kind = '{INDEX_KIND}'")
+        turns, tokens = view.turns, view.tokens
+        with pytest.raises(StoreError, match="disk refused"):
+            view.ensure_budget()
+        assert view.turns == turns and view.tokens == tokens
+        assert not any(t.folded for t in view.turns) and view.index.is_empty
+
+
+def test_usage_calibration_changes_the_trigger(view_log: EventLog) -> None:
+    view, _ = _long_session(view_log, 10, budget_tokens=100_000)
+    built = view.build("openai")
+    assert view.metrics.calls == 1 and view.metrics.call_tokens == [built.tokens]
+    view.observe_usage(built.tokens * 2)
+    assert view.tokens >= 2 * built.tokens - 1
+
+
+def test_settings_are_validated(view_log: EventLog) -> None:
+    from scrollctx.errors import UsageError
+
+    for bad in (
+        {"budget_tokens": 0},
+        {"budget_tokens": 10, "rho": 0},
+        {"budget_tokens": 10, "k": 2},
+    ):
+        with pytest.raises(UsageError):
+            WorkingView(view_log, "s", **bad)
+    with pytest.raises(UsageError):
+        WorkingView(view_log, "", budget_tokens=10)

@@ -1,0 +1,104 @@
+"""Token accounting: CJK and code are not under-counted; calibration learns and clamps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scrollctx.errors import MissingDependency, UsageError
+from scrollctx.view import TokenCounter, estimate_tokens
+
+CHINESE = "我们计划下个月去北京旅行，需要预订酒店和机票。请帮我比较三家航空公司的价格。"
+JAPANESE = "明日の会議は午後三時からです。資料を準備してください。"
+CODE = (
+    "def fibonacci(n: int) -> int:\n"
+    "    if n < 2:\n"
+    "        return n\n"
+    "    return fibonacci(n - 1) + fibonacci(n - 2)\n"
+)
+JSON_ROW = '{"id": 1042, "name": "Caroline", "tags": ["adoption", "lgbtq"], "score": 0.93}'
+
+
+def _chars_over_four(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+def test_cjk_costs_about_a_token_per_character() -> None:
+    # Byte-level BPE vocabularies (cl100k, o200k, Qwen) spend 0.7-1.5 tokens per CJK
+    # character; one per character is the floor we can defend, chars/4 is 4x below it.
+    for text in (CHINESE, JAPANESE):
+        estimate = estimate_tokens(text)
+        assert 0.9 * len(text) <= estimate <= 1.5 * len(text)
+        assert estimate >= 3 * _chars_over_four(text)
+
+
+def test_code_is_denser_than_prose() -> None:
+    # Hand count of CODE under cl100k-style splitting: def, fibonacci, (n, :, int, ), ->,
+    # int, :\n, indentation runs (3), if, n, <, 2, :\n, return, n, \n, return, fibonacci,
+    # (n, -, 1, ), +, fibonacci, (n, -, 2, )\n -> about 36 tokens.
+    estimate = estimate_tokens(CODE)
+    assert 30 <= estimate <= 50
+    assert estimate > 1.3 * _chars_over_four(CODE)
+    # Punctuation-heavy JSON: at most ~3 characters per token.
+    assert estimate_tokens(JSON_ROW) >= len(JSON_ROW) / 3.2
+
+
+def test_english_prose_matches_a_hand_count() -> None:
+    # cl100k: "The quick brown fox jumps over the lazy dog" is 9 tokens (one per word).
+    assert estimate_tokens("The quick brown fox jumps over the lazy dog") == 9
+    assert estimate_tokens("") == 0
+
+
+def test_long_words_and_numbers_cost_more_than_one_token() -> None:
+    assert estimate_tokens("internationalization") >= 3
+    assert estimate_tokens("1234567890") == 4
+
+
+def test_calibration_moves_toward_reported_usage_and_is_clamped() -> None:
+    counter = TokenCounter()
+    raw = counter.raw(CODE * 10)
+    assert counter.scale(raw) == raw
+    first = counter.observe(raw_tokens=raw, reported_tokens=int(raw * 1.2))
+    assert first == pytest.approx(1.2, rel=0.01)
+    for _ in range(20):
+        counter.observe(raw_tokens=raw, reported_tokens=int(raw * 1.1))
+    assert counter.ratio == pytest.approx(1.1, rel=0.02)
+    counter.observe(raw_tokens=raw, reported_tokens=raw * 100)
+    assert counter.ratio <= 3.0
+    for _ in range(30):
+        counter.observe(raw_tokens=raw, reported_tokens=1)
+    assert counter.ratio == 0.5
+    assert counter.count(CODE) == counter.scale(counter.raw(CODE))
+
+
+def test_calibration_ignores_empty_usage() -> None:
+    counter = TokenCounter()
+    assert counter.observe(raw_tokens=0, reported_tokens=10) == 1.0
+    assert counter.observe(raw_tokens=10, reported_tokens=0) == 1.0
+    assert counter.samples == 0
+
+
+def test_an_exact_encoder_is_used_and_clamped_tighter() -> None:
+    counter = TokenCounter(encode=lambda text: list(text.encode("utf-8")))
+    assert counter.is_exact
+    assert counter.raw("héllo") == 6
+    counter.observe(raw_tokens=100, reported_tokens=400)
+    assert counter.ratio == 1.5
+
+
+def test_tokenizer_file_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="does not exist"):
+        TokenCounter.from_tokenizer_file(tmp_path / "missing.json")
+
+
+def test_tokenizer_file_needs_the_tokenizers_package(tmp_path: Path) -> None:
+    try:
+        import tokenizers  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        path = tmp_path / "tokenizer.json"
+        path.write_text("{}")
+        with pytest.raises(MissingDependency, match="tokenizers"):
+            TokenCounter.from_tokenizer_file(path)
+    else:
+        pytest.skip("tokenizers is installed here")

@@ -1,0 +1,148 @@
+"""Helpers for the view tests: a scripted session driver and the invariant checker."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from scrollctx.log import EventLog
+from scrollctx.view import EvictionReport, WorkingView
+from scrollctx.view._turns import VIEW_KEY
+
+WORDS = "alpha beta gamma delta kappa lambda north south river stone 北京 東京 x=1; f(y)".split()
+
+
+def text_of(size: int, salt: int) -> str:
+    """Deterministic text of about ``size`` words."""
+    return " ".join(WORDS[(salt * 7 + i * 3) % len(WORDS)] for i in range(max(1, size)))
+
+
+@dataclass
+class Session:
+    """Drives a view with valid messages and remembers everything it appended."""
+
+    view: WorkingView
+    texts: dict[int, str] = field(default_factory=dict)
+    counter: int = 0
+    pending: list[Any] = field(default_factory=list)
+
+    def user(self, size: int, *, synthetic: bool = False) -> None:
+        self._append({"role": "user", "content": text_of(size, self._next())}, synthetic)
+
+    def tools(self, sizes: list[int], *, headline: bool = True) -> None:
+        calls = []
+        for size in sizes:
+            call_id = f"call_{self._next()}"
+            calls.append((call_id, size))
+        line = "\n⟦ work | partial | continue | in_progress ⟧" if headline else ""
+        self._append(
+            {
+                "role": "assistant",
+                "content": f"Running {len(calls)} tool(s).{line}",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "repl_exec", "arguments": json.dumps({"n": size})},
+                    }
+                    for call_id, size in calls
+                ],
+            }
+        )
+        for call_id, size in calls:
+            self._append(
+                {"role": "tool", "tool_call_id": call_id, "content": text_of(size, self._next())}
+            )
+
+    def reply(self, size: int, *, headline: bool = True) -> None:
+        line = f"\n⟦ task {self.counter} | verified | next | done ⟧" if headline else ""
+        self._append({"role": "assistant", "content": text_of(size, self._next()) + line})
+
+    def _next(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    def _append(self, message: dict[str, Any], synthetic: bool = False) -> None:
+        for turn in self.view.add(message, synthetic=synthetic):
+            self.pending.append(turn)
+
+    def persist(self) -> None:
+        self.view.persist()
+        for turn in self.pending:
+            self.texts[turn.seq] = turn.text
+        self.pending.clear()
+
+
+def view_seqs(log: EventLog, session_id: str) -> list[int]:
+    return [e.seq for e in log.session_events(session_id) if VIEW_KEY in e.metadata]
+
+
+def protected_start(view: WorkingView) -> int:
+    """Index (in the live turns) from which nothing may leave, computed independently."""
+    turns = view.turns
+    starts = []
+    position = 0
+    while position < len(turns):
+        end = position + 1
+        while end < len(turns) and turns[end].role == "tool":
+            end += 1
+        starts.append(position)
+        position = end
+    cut = len(turns)
+    if view.tail_groups:
+        cut = min(cut, starts[-view.tail_groups] if len(starts) >= view.tail_groups else 0)
+    tools = [i for i, t in enumerate(turns) if t.role == "tool"]
+    if view.keep_results and tools:
+        newest = tools[-view.keep_results] if len(tools) >= view.keep_results else tools[0]
+        cut = min(cut, max(s for s in starts if s <= newest))
+    return cut
+
+
+def check_invariants(
+    view: WorkingView, log: EventLog, session: Session, report: EvictionReport | None
+) -> None:
+    """Assert every property the issue lists, for the view's current state."""
+    turns = view.turns
+    live = {t.seq for t in turns}
+    all_seqs = view_seqs(log, view.session_id)
+    # Every event ever appended is recoverable by seq, verbatim.
+    for seq, text in session.texts.items():
+        assert log.full_text(log.get(seq)) == text
+    # Index spans: disjoint, ascending, covering exactly what left the view (+ pinned requests).
+    spans = view.index.spans()
+    assert all(a[1] < b[0] for a, b in zip(spans, spans[1:], strict=False))
+    covered = {s for s in all_seqs if any(lo <= s <= hi for lo, hi in spans)}
+    pinned = {t.seq for t in turns if t.pinned}
+    assert covered == (set(all_seqs) - live) | pinned
+    # O(k log_k n) blocks after n evictions.
+    n, k = view.index.counters["evictions"], view.index.k
+    if n > 1:
+        assert view.index.block_count() <= (k - 1) * (math.ceil(math.log(n, k - 1)) + 1)
+    # No tool call separated from its result.
+    for position, turn in enumerate(turns):
+        if turn.role == "tool":
+            owner = next(t for t in reversed(turns[:position]) if t.role != "tool")
+            assert turn.tool_call_id in owner.call_ids
+        if turn.role == "assistant" and turn.call_ids:
+            following = [
+                t.tool_call_id for t in turns[position + 1 : position + 1 + len(turn.call_ids)]
+            ]
+            assert following == turn.call_ids
+    # The active (latest real) user request is live.
+    real = [
+        s
+        for s in all_seqs
+        if log.get(s).metadata[VIEW_KEY]["role"] == "user"
+        and not log.get(s).metadata[VIEW_KEY]["synthetic"]
+    ]
+    if real:
+        assert real[-1] in live
+    # Within budget, or only the protected part is left.
+    if report is not None and view.tokens > view.target:
+        cut = protected_start(view)
+        request = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].is_real_user), None)
+        leftover = [t for i, t in enumerate(turns) if i < cut and i != request and not t.pinned]
+        assert leftover == []
+        assert view.tokens <= view.budget_tokens
