@@ -21,7 +21,7 @@ from scrollctx.agent import (
     resolve_model,
     unregister,
 )
-from scrollctx.agent.backends import _registry, backend_class, backend_names
+from scrollctx.agent.backends import _registry, backend_class, backend_names, resolve_cache_dir
 from scrollctx.agent.backends._openai import OpenAIBackend
 from scrollctx.config import resolve_config
 from scrollctx.errors import ConfigError, MissingCredentials, UsageError
@@ -290,3 +290,20 @@ def test_importing_the_agent_layer_pulls_no_optional_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        ({"XDG_CACHE_HOME": "/xdg", "HOME": "/home/u"}, "/xdg/scrollctx"),
+        ({"HOME": "/home/u"}, "/home/u/.cache/scrollctx"),
+        ({"XDG_CACHE_HOME": "", "HOME": "/home/u"}, "/home/u/.cache/scrollctx"),
+    ],
+)
+def test_the_model_cache_folder(environ: dict[str, str], expected: str) -> None:
+    assert resolve_cache_dir(environ) == Path(expected)
+
+
+def test_an_empty_model_spec_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="names no backend"):
+        resolve_model(":gpt-4o")

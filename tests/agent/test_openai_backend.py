@@ -415,3 +415,41 @@ def test_the_scripted_server_lists_models_through_the_sdk(
 ) -> None:
     with openai.OpenAI(base_url=openai_server.base_url, api_key=KEY, max_retries=0) as client:
         assert [m.id for m in client.models.list()] == ["scripted-model"]
+
+
+def test_reasoning_is_sent_back_only_when_asked(
+    openai_server: ScriptedOpenAIServer, fast_retry: RetryPolicy
+) -> None:
+    openai_server.enqueue_tool_calls([("repl_exec", {"source": "1"})], reasoning="plan A")
+    openai_server.enqueue_text("done")
+    openai_server.enqueue_text("done again")
+    with OpenAIBackend(
+        model="m", base_url=openai_server.base_url, api_key=KEY, retry=fast_retry
+    ) as backend:
+        first = backend.complete(ask(tools=[REPL]))
+        history: list[Any] = [
+            {"role": "user", "content": "hi"},
+            first.to_message(),
+            {"role": "tool", "tool_call_id": "call_0", "content": "1"},
+        ]
+        backend.complete(ChatRequest(messages=history, tools=[REPL]))
+        backend.complete(
+            ChatRequest(messages=history, tools=[REPL], options={"send_reasoning": True})
+        )
+
+    assert "reasoning_content" not in openai_server.requests[1].body["messages"][1]
+    assert openai_server.requests[2].body["messages"][1]["reasoning_content"] == "plan A"
+
+
+def test_the_timeout_option_applies_per_call(
+    backend: OpenAIBackend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_text("a")
+    openai_server.enqueue_text("b")
+
+    backend.complete(ask())
+    backend.complete(ask(options={"timeout": 7.5}))
+
+    timeouts = [r.headers.get("x-stainless-read-timeout") for r in openai_server.requests]
+    assert timeouts == ["120.0", "7.5"]
+    assert all("timeout" not in r.body for r in openai_server.requests)

@@ -214,6 +214,7 @@ class AnthropicBackend(Backend):
             body["stop_sequences"] = list(options.stop)
         if options.thinking_budget is not None:
             body["thinking"] = {"type": "enabled", "budget_tokens": options.thinking_budget}
+        body["timeout"] = options.timeout  # an SDK request option, not a JSON field
         return body
 
     def _post(self, body: dict[str, Any]) -> Any:
@@ -460,7 +461,9 @@ def _kwargs(exc: Any, backend: str) -> dict[str, Any]:
 def _detail(exc: Any) -> str:
     status = getattr(exc, "status_code", None)
     head = f"HTTP {status}" if status is not None else type(exc).__name__
-    return f"{head}: {redact(getattr(exc, 'message', None) or str(exc))}"
+    # api_message is the body's error.message; message is the SDK's whole summary
+    text = getattr(exc, "api_message", None) or getattr(exc, "message", None) or str(exc)
+    return f"{head}: {redact(text)}"
 
 
 def _rejected(exc: Any, backend: str) -> BackendError:

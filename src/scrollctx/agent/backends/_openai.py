@@ -58,6 +58,8 @@ class OpenAIOptions(BackendOptions):
     ``extra_body`` is merged into the request JSON for server-specific knobs (vLLM's
     ``top_k``, DashScope's ``enable_thinking``...). ``stream_usage`` asks for a final usage
     chunk when streaming; turn it off for servers that reject ``stream_options``.
+    ``send_reasoning`` sends stored ``reasoning_content`` back on assistant messages, for
+    servers that want it during tool-call loops in thinking mode (DeepSeek, some Qwen hosts).
     """
 
     temperature: float | None = None
@@ -71,6 +73,7 @@ class OpenAIOptions(BackendOptions):
     extra_body: dict[str, Any] | None = None
     timeout: float = 120.0
     stream_usage: bool = True
+    send_reasoning: bool = False
 
 
 class OpenAIBackend(Backend):
@@ -150,7 +153,8 @@ class OpenAIBackend(Backend):
 
     def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         options = self.options.merged(request.options)
-        body: dict[str, Any] = {"model": self.model, "messages": to_openai_messages(request)}
+        messages = to_openai_messages(request, send_reasoning=options.send_reasoning)
+        body: dict[str, Any] = {"model": self.model, "messages": messages}
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
         for key in ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort"):
@@ -164,6 +168,7 @@ class OpenAIBackend(Backend):
             body["parallel_tool_calls"] = options.parallel_tool_calls
         if options.extra_body:
             body["extra_body"] = dict(options.extra_body)
+        body["timeout"] = options.timeout  # an SDK request option, not a JSON field
         if stream:
             body["stream"] = True
             if options.stream_usage:
@@ -203,20 +208,26 @@ def _summary(body: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def to_openai_messages(request: ChatRequest) -> list[dict[str, Any]]:
+def to_openai_messages(
+    request: ChatRequest, *, send_reasoning: bool = False
+) -> list[dict[str, Any]]:
     """Render the request as OpenAI ``messages``: system text first, wire keys only."""
     messages: list[dict[str, Any]] = []
     if request.system:
         messages.append({"role": "system", "content": request.system})
     for message in request.messages:
-        messages.append(_wire_message(message))
+        messages.append(_wire_message(message, send_reasoning=send_reasoning))
     return messages
 
 
-def _wire_message(message: Message) -> dict[str, Any]:
+def _wire_message(message: Message, *, send_reasoning: bool) -> dict[str, Any]:
     wire = {key: message[key] for key in _WIRE_KEYS if key in message}  # type: ignore[literal-required]
     if wire.get("content") is None and not wire.get("tool_calls"):
         wire["content"] = ""
+    if send_reasoning:
+        for block in message.get("reasoning") or []:
+            if block.get("type") in _REASONING_KEYS:
+                wire[block["type"]] = block.get("text", "")
     return wire
 
 
