@@ -312,3 +312,54 @@ def test_import_ctypes_and_call_libc_directly(shared: Session) -> None:
     assert {errno for _, _, errno in calls} == {1}  # EPERM, from seccomp
     assert not (shared.root / "scratch" / "disk").exists()
     assert_host_unharmed(shared, before)
+
+
+def test_change_modes_owners_or_flags_outside_scratch(shared: Session) -> None:
+    # The worker is still uid 0 and owns root's files; capabilities are gone and seccomp denies
+    # mode, owner, xattr and inode-flag changes, so nothing about a host file can be altered.
+    victim = shared.log.path.parent / "victim-mode.txt"
+    victim.write_text("keep me")
+    stat_before = victim.stat()
+    db = str(shared.log.path)
+    attempts = {
+        "chmod": f"os.chmod({str(victim)!r}, 0o4777)",
+        "chmod_db": f"os.chmod({db!r}, 0)",
+        "chown": f"os.chown({str(victim)!r}, 1234, 1234)",
+        "setxattr": f"os.setxattr({str(victim)!r}, 'user.planted', b'1')",
+        "chattr_immutable": (
+            f"fcntl.ioctl(open({db!r}, 'rb').fileno(), 0x40086602, struct.pack('i', 0x10))"
+        ),
+    }
+    cell = "import fcntl, os, struct\nout = {}\n" + "".join(
+        f"try:\n    {code}\n    out[{name!r}] = 'DONE'\nexcept OSError as e:\n"
+        f"    out[{name!r}] = e.errno\n"
+        for name, code in attempts.items()
+    )
+    result, before = attack(shared, cell + "print(sorted(set(out.values())))")
+    assert result.stdout == "[1]\n", result.stdout  # every attempt: EPERM
+    after = victim.stat()
+    assert (after.st_mode, after.st_uid) == (stat_before.st_mode, stat_before.st_uid)
+    assert os.access(db, os.W_OK) and os.stat(db).st_mode & 0o600 == 0o600
+    assert_host_unharmed(shared, before)
+
+
+def test_write_the_log_through_links_descriptors_or_mappings(shared: Session) -> None:
+    db = str(shared.log.path)
+    cell = (
+        "import mmap, os\nout = []\n"
+        f"os.symlink({db!r}, 'alias.db')\n"
+        "try:\n    open('alias.db', 'r+b').write(b'x')\nexcept PermissionError:\n"
+        "    out.append('symlink denied')\n"
+        f"shm = os.open({db + '-shm'!r}, os.O_RDONLY)\n"
+        "try:\n    mmap.mmap(shm, 32768, access=mmap.ACCESS_WRITE)\nexcept PermissionError:\n"
+        "    out.append('shared mapping denied')\n"
+        f"ino = os.stat({db!r}).st_ino\n"
+        "held = [fd for fd in range(3, 64) if os.path.exists(f'/proc/self/fd/{fd}')"
+        " and os.fstat(fd).st_ino == ino]\n"
+        "try:\n    open(f'/proc/self/fd/{held[0]}', 'r+b')\nexcept PermissionError:\n"
+        "    out.append('proc reopen denied')\n"
+        "print(out)"
+    )
+    result, before = attack(shared, cell)
+    assert result.stdout == "['symlink denied', 'shared mapping denied', 'proc reopen denied']\n"
+    assert_host_unharmed(shared, before)

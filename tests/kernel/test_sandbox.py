@@ -114,3 +114,17 @@ def test_unknown_layers_and_profiles_are_usage_errors() -> None:
         SandboxPolicy(unavailable=frozenset({"selinux"}))
     with pytest.raises(UsageError, match="unknown sandbox profile"):
         Kernel(sandbox="permissive")
+
+
+def test_worker_holds_no_capabilities_and_is_filtered(shared: Session) -> None:
+    # Read from the host: the worker's own view could be forged by model code.
+    status = dict(
+        line.split(":\t", 1)
+        for line in Path(f"/proc/{shared.kernel.pid}/status").read_text().splitlines()
+        if ":\t" in line
+    )
+    for key in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+        assert int(status[key], 16) == 0, key
+    assert status["NoNewPrivs"].strip() == "1"
+    assert status["Seccomp"].strip() == "2"
+    assert os.readlink(f"/proc/{shared.kernel.pid}/ns/net") != os.readlink("/proc/self/ns/net")

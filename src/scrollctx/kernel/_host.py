@@ -255,14 +255,15 @@ class Kernel:
         try:
             worker.send(request, started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
-        except (_Killed, CellTimeout) as exc:
-            return self._lost(_killed_text(limit, self.grace), started, exc, timed_out=True)
-        except WorkerCrashed as exc:
+        except (_Killed, CellTimeout):
+            killed = _killed_text(limit, self.grace)
+            return self._lost(killed, started, "after a timeout kill", timed_out=True)
+        except WorkerCrashed:
             died = f"the worker died during the cell ({worker.exit_text()}){_tail(worker)}"
-            return self._lost(died, started, exc)
+            return self._lost(died, started, "after the worker died")
         except ProtocolError as exc:
             broke = f"the worker broke the frame protocol ({exc}); it was killed"
-            return self._lost(broke, started, exc)
+            return self._lost(broke, started, "after a protocol violation")
         return self._result(reply, started, limit, interrupted, notice)
 
     def _await(
@@ -286,10 +287,10 @@ class Kernel:
                 return frame, interrupted
 
     def _lost(
-        self, error: str, started: float, cause: Exception, *, timed_out: bool = False
+        self, error: str, started: float, reason: str, *, timed_out: bool = False
     ) -> CellResult:
         self._discard()
-        self._boot(f"restarted: {type(cause).__name__}")
+        self._boot(f"restarted {reason}")
         return CellResult(
             error=f"{error}; a fresh worker was started.",
             duration=time.monotonic() - started,

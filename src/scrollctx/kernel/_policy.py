@@ -1,17 +1,19 @@
 """Sandbox policy: which layers exist, which a profile requires, and how their status reads.
 
-Four layers confine the worker; each is applied before any model code runs and self-tested:
+Five layers confine the worker; each is applied before any model code runs and self-tested:
 
 - ``rlimits``: address space, file size, open files, no core dumps;
 - ``netns``: a private network namespace (only a downed ``lo``);
+- ``caps``: every Linux capability dropped (a root worker cannot override permissions, change
+  owners, set immutable flags, do raw I/O or administer anything);
 - ``landlock``: the file system is read-only except the scratch folder; the Event Log folder is
   read-only; TCP bind/connect and signals/abstract sockets towards other domains are denied;
 - ``seccomp``: no fork/exec, no new sockets, no setrlimit/prlimit, no ptrace, no signals to other
-  processes, no mount/namespace/bpf/io_uring/module syscalls.
+  processes, no chmod/chown/xattr changes, no mount/namespace/bpf/io_uring/module syscalls.
 
 Profiles (``strict`` is the default and the only one that is not an opt-out):
 
-- ``strict``: all four layers are required; if one does not hold, cells are refused.
+- ``strict``: every layer is required; if one does not hold, cells are refused.
 - ``best-effort``: every available layer is applied, none is required (an opt-out: logged and shown
   in every observation).
 - ``off``: no layer is applied (an opt-out: logged and shown in every observation).
@@ -41,7 +43,7 @@ __all__ = [
     "resolve_policy",
 ]
 
-LAYERS: tuple[str, ...] = ("rlimits", "netns", "landlock", "seccomp")
+LAYERS: tuple[str, ...] = ("rlimits", "netns", "caps", "landlock", "seccomp")
 """Every sandbox layer, in the order the worker applies them."""
 
 PROFILES: tuple[str, ...] = ("strict", "best-effort", "off")

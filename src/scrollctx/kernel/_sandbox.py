@@ -2,10 +2,10 @@
 
 Runs in the worker before any model code, while it is still single-threaded and after every
 native library it needs is loaded (``ctypes.util.find_library`` shells out, which fails once
-seccomp holds). Order: rlimits, network namespace, Landlock, seccomp, then the self-tests that
-need every layer in place. Each layer ends ``ok`` (applied and its self-test passed),
-``unavailable`` (this machine or the policy does not offer it), ``failed`` (applied, but the
-self-test showed it does not hold) or ``skipped`` (the profile does not apply it).
+seccomp holds). Order: rlimits, network namespace, capabilities, Landlock, seccomp, then the
+self-tests that need every layer in place. Each layer ends ``ok`` (applied and its self-test
+passed), ``unavailable`` (this machine or the policy does not offer it), ``failed`` (applied, but
+the self-test showed it does not hold) or ``skipped`` (the profile does not apply it).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrollctx.kernel import _landlock, _seccomp
+from scrollctx.kernel import _caps, _landlock, _seccomp
 
 __all__ = ["SandboxPlan", "apply_sandbox"]
 
@@ -29,6 +29,7 @@ _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 _PR_GET_SECCOMP = 21
 _SYS_FORK = 57
+_LINUX_ONLY = frozenset({"netns", "caps", "landlock", "seccomp"})
 _READ_ROOTS = ("/usr", "/lib", "/lib64", "/bin")
 _DEVICE_READS = ("/dev/urandom", "/dev/random", "/dev/zero")
 
@@ -63,12 +64,15 @@ def apply_sandbox(plan: SandboxPlan) -> dict[str, dict[str, str]]:
     steps: dict[str, Callable[[SandboxPlan], str]] = {
         "rlimits": _apply_rlimits,
         "netns": _apply_netns,
+        "caps": _apply_caps,
         "landlock": _apply_landlock,
         "seccomp": _apply_seccomp,
     }
     for layer, step in steps.items():
         if layer in plan.unavailable:
             plan.mark(layer, "unavailable", "forced unavailable by the sandbox policy")
+        elif layer in _LINUX_ONLY and not sys.platform.startswith("linux"):
+            plan.mark(layer, "unavailable", f"needs Linux (this is {sys.platform})")
         elif layer not in plan.apply:
             plan.mark(layer, "skipped", "not applied by this profile")
         else:
@@ -113,6 +117,10 @@ def _apply_netns(plan: SandboxPlan) -> str:
     if names != ["lo"]:
         raise _SelfTestFailed(f"self-test: interfaces after unshare are {names}")
     return "private network namespace (only lo, down)"
+
+
+def _apply_caps(plan: SandboxPlan) -> str:
+    return _caps.drop_capabilities()
 
 
 def _landlock_paths(plan: SandboxPlan) -> tuple[list[str], list[str]]:
@@ -203,4 +211,6 @@ def _probe_seccomp(plan: SandboxPlan) -> str | None:
         pass  # CPython reports EPERM from setrlimit as ValueError
     if not _expect_denied(lambda: os.kill(os.getppid(), 0)):
         return "kill(parent, 0) was allowed"
+    if not _expect_denied(lambda: os.chmod(plan.scratch, 0o700)):
+        return "chmod was allowed"
     return None

@@ -7,8 +7,9 @@ filter meeting a foreign architecture at run time kills the process). The filter
   ``CLONE_THREAD``, ``execve``, ``execveat``), every socket syscall except ``socketpair``
   (so no TCP, UDP, netlink, packet or unix-path sockets), ``ptrace`` and ``process_vm_*``,
   ``setrlimit`` and ``prlimit64`` with a new limit, namespaces, mounts, ``bpf``,
-  ``perf_event_open``, ``io_uring``, keyrings, kernel modules, device nodes (``mknod``), pidfds
-  and Landlock itself;
+  ``perf_event_open``, ``io_uring``, keyrings, kernel modules, device nodes (``mknod``), pidfds,
+  Landlock itself, mode/owner/xattr changes (``chmod``, ``chown``, ``setxattr`` families) and the
+  inode-flag ioctls (``FS_IOC_SETFLAGS``, ``FS_IOC_FSSETXATTR``);
 - allows ``kill``/``tgkill``/``rt_(tg)sigqueueinfo`` only towards the worker's own pid;
 - returns ``ENOSYS`` for ``clone3`` so glibc falls back to ``clone`` (whose flags can be checked);
 - returns ``EPERM`` for x32 syscall numbers; allows everything else (file I/O is Landlock's job).
@@ -60,10 +61,17 @@ _DENIED: dict[str, int] = {
     "mknod": 133, "mknodat": 259, "open_by_handle_at": 304, "name_to_handle_at": 303,
     "fanotify_init": 300, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
     "landlock_restrict_self": 446,
+    # Still uid 0, the worker owns root's files: no mode, owner or xattr changes anywhere.
+    "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93,
+    "lchown": 94, "fchownat": 260, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+    "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463,
+    "removexattrat": 466,
 }  # fmt: skip
 _SELF_ONLY_ARG0 = {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297}
 _CLONE = 56
 _CLONE3 = 435
+_IOCTL = 16
+_INODE_FLAG_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)  # FS_IOC(32)_SETFLAGS, FSSETXATTR
 _PRLIMIT64 = 302  # allowed only as a read (new_limit == NULL), so getrlimit keeps working
 
 
@@ -94,6 +102,7 @@ def _program(own_pid: int) -> list[_Insn]:
         (_JEQ_K, _CLONE3, "enosys", None),
         (_JEQ_K, _CLONE, "clone", None),
         (_JEQ_K, _PRLIMIT64, "prlimit", None),
+        (_JEQ_K, _IOCTL, "ioctl", None),
     ]
     prog += [(_JEQ_K, nr, "self_pid", None) for nr in _SELF_ONLY_ARG0.values()]
     prog += [(_JEQ_K, nr, "eperm", None) for nr in _DENIED.values()]
@@ -102,6 +111,10 @@ def _program(own_pid: int) -> list[_Insn]:
         "clone",
         (_LD_W_ABS, 16, None, None),  # low 32 bits of args[0]
         (_JSET_K, _CLONE_THREAD, "allow", "eperm"),
+        "ioctl",
+        (_LD_W_ABS, 24, None, None),  # low 32 bits of args[1] (the request)
+        *((_JEQ_K, request, "eperm", None) for request in _INODE_FLAG_IOCTLS),
+        (_RET_K, _RET_ALLOW, None, None),
         "prlimit",
         (_LD_W_ABS, 32, None, None),  # low 32 bits of args[2] (new_limit)
         (_JEQ_K, 0, None, "eperm"),

@@ -1,0 +1,174 @@
+"""Kernel latencies against baselines measured in the same run.
+
+Run: ``.venv/bin/python benchmarks/bench_kernel.py [--starts 15] [--cells 300] [--queries 60]
+[--calls 500] [--data DIR]``
+
+1. Worker start with every sandbox layer (``Kernel(...).start()``: spawn, imports, rlimits, netns,
+   Landlock, seccomp, self-tests, ``ms`` bound, ready frame), median of ``--starts``; baseline:
+   a bare ``python -I -c pass`` started the same way.
+2. Trivial cell round trip (``run_cell("pass")``, digest included), median of ``--cells``;
+   baseline: ``exec`` of the same code in-process.
+3. ``ms.search(q, k=10)`` through the kernel (one cell per query, timed by the host) against the
+   same call on an in-process surface over the same store; queries are the first ``--queries``
+   LoCoMo questions, over a store holding all of LoCoMo (built in a temp folder).
+4. A bridged tool call (a cell calls a no-op host tool ``--calls`` times, timed inside the cell;
+   each call is logged as two durable events) against a direct in-process call of the same
+   function logged with the same two appends; and the bridge alone (no Event Log attached).
+
+Prints medians, ratios and the issue's targets. Numbers only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from scrollctx.ingest import ingest_path
+from scrollctx.kernel import Kernel
+from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.surface import open_surface
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def noop(x: int) -> int:
+    """Return ``x`` (the cheapest possible tool)."""
+    return x
+
+
+def timed(func: Callable[[], object]) -> float:
+    started = time.perf_counter()
+    func()
+    return time.perf_counter() - started
+
+
+def bench_start(log: EventLog, scratch: Path, starts: int) -> tuple[float, float]:
+    def start_and_stop() -> float:
+        kernel = Kernel(event_log=log, session_id="bench", scratch=scratch)
+        elapsed = timed(kernel.start)
+        if kernel.status is None or not kernel.status.holds:
+            raise SystemExit(f"sandbox does not hold here: {kernel.status}")
+        kernel.close()
+        return elapsed
+
+    def bare() -> float:
+        return timed(lambda: subprocess.run([sys.executable, "-I", "-c", "pass"], check=True))
+
+    worker = [start_and_stop() for _ in range(starts)]
+    baseline = [bare() for _ in range(starts)]
+    return statistics.median(worker), statistics.median(baseline)
+
+
+def bench_cells(kernel: Kernel, cells: int) -> tuple[float, float]:
+    namespace: dict[str, object] = {}
+    code = compile("pass", "<bench>", "exec")
+    kernel.run_cell("pass")
+    trips = [timed(lambda: kernel.run_cell("pass")) for _ in range(cells)]
+    local = [timed(lambda: exec(code, namespace)) for _ in range(cells)]  # noqa: S102
+    return statistics.median(trips), statistics.median(local)
+
+
+def bench_search(kernel: Kernel, db: Path, queries: list[str]) -> tuple[float, float]:
+    ms = open_surface(db)
+    through, local = [], []
+    for query in queries:
+        cell = f"rows = ms.search({query!r}, k=10)"
+        local.append(timed(lambda q=query: ms.search(q, k=10)))  # type: ignore[misc]
+        result = kernel.run_cell(cell)
+        if not result.ok:
+            raise SystemExit(f"search cell failed: {result.error}")
+        through.append(result.duration)
+    ms.close()
+    return statistics.median(through), statistics.median(local)
+
+
+def bench_tool(kernel: Kernel, log: EventLog, calls: int) -> tuple[float, float, float]:
+    """Per call: bridged (logged), direct + the same two durable log appends, direct alone."""
+    cell = (
+        "import time\nt = time.perf_counter()\n"
+        f"for i in range({calls}):\n    noop(i)\n"
+        f"print((time.perf_counter() - t) / {calls})"
+    )
+    result = kernel.run_cell(cell)
+    if not result.ok:
+        raise SystemExit(f"tool cell failed: {result.error}")
+    bridged = float(result.stdout)
+
+    def direct_logged() -> None:
+        for i in range(calls):
+            log.append(NewEvent(session_id="bench", kind=Kind.TOOL_CALL, name="noop",
+                                tool_input={"args": [i], "kwargs": {}}))  # fmt: skip
+            value = noop(i)
+            log.append(NewEvent(session_id="bench", kind=Kind.TOOL_RESULT, name="noop",
+                                content=json.dumps(value), tool_state="ok"))  # fmt: skip
+
+    logged = timed(direct_logged) / calls
+    direct = timed(lambda: [noop(i) for i in range(calls)]) / calls
+    return bridged, logged, direct
+
+
+def bench_transport(scratch: Path, calls: int) -> float:
+    """Per bridged call with no Event Log attached (frames and dispatch only)."""
+    with Kernel(scratch=scratch, tools=[noop]) as kernel:
+        cell = (
+            "import time\nt = time.perf_counter()\n"
+            f"for i in range({calls}):\n    noop(i)\n"
+            f"print((time.perf_counter() - t) / {calls})"
+        )
+        return float(kernel.run_cell(cell).stdout)
+
+
+def locomo_questions(data: Path, limit: int) -> list[str]:
+    samples = json.loads((data / "locomo" / "locomo10.json").read_text(encoding="utf-8"))
+    questions = [qa["question"] for sample in samples for qa in sample.get("qa", [])]
+    return questions[:limit]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--starts", type=int, default=15)
+    parser.add_argument("--cells", type=int, default=300)
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-kernel-") as tmp:
+        root = Path(tmp)
+        log = EventLog.open(root / "store" / "history.db")
+        report = ingest_path(log, args.data / "locomo" / "locomo10.json")
+        print(f"store: LoCoMo, {log.count():,} events ({report})")
+        start, bare = bench_start(log, root / "scratch", args.starts)
+        print(f"worker start, all layers : {start * 1000:8.1f} ms median  "
+              f"(bare python -I: {bare * 1000:.1f} ms; ratio {start / bare:.2f}x; "
+              f"target < 500 ms)")  # fmt: skip
+        kernel = Kernel(event_log=log, session_id="bench", scratch=root / "scratch",
+                        tools=[noop])  # fmt: skip
+        with kernel:
+            trip, local = bench_cells(kernel, args.cells)
+            print(f"trivial cell round trip  : {trip * 1000:8.3f} ms median  "
+                  f"(in-process exec: {local * 1e6:.2f} us; target < 2 ms)")  # fmt: skip
+            queries = locomo_questions(args.data, args.queries)
+            through, direct = bench_search(kernel, log.path, queries)
+            print(f"ms.search via kernel     : {through * 1000:8.3f} ms median  "
+                  f"(in-process: {direct * 1000:.3f} ms; ratio {through / direct:.2f}x; "
+                  f"target <= 1.5x; {len(queries)} queries)")  # fmt: skip
+            bridged, logged, plain = bench_tool(kernel, log, args.calls)
+            print(f"bridged tool call        : {bridged * 1000:8.3f} ms per call, logged  "
+                  f"(direct call + the same 2 durable appends: {logged * 1000:.3f} ms; the "
+                  f"bridge adds {(bridged - logged) * 1000:.3f} ms; target < 2 ms; "
+                  f"{args.calls} calls)")  # fmt: skip
+        transport = bench_transport(root / "scratch-transport", args.calls)
+        print(f"bridge transport only    : {transport * 1000:8.3f} ms per call  "
+              f"(no Event Log attached; direct call: {plain * 1e6:.2f} us)")  # fmt: skip
+        log.close()
+
+
+if __name__ == "__main__":
+    main()
