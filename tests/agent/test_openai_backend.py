@@ -453,3 +453,18 @@ def test_the_timeout_option_applies_per_call(
     timeouts = [r.headers.get("x-stainless-read-timeout") for r in openai_server.requests]
     assert timeouts == ["120.0", "7.5"]
     assert all("timeout" not in r.body for r in openai_server.requests)
+
+
+def test_an_injected_client_is_used_and_left_open(
+    openai_server: ScriptedOpenAIServer, fast_retry: RetryPolicy
+) -> None:
+    openai_server.enqueue_text("via injected client")
+    openai_server.enqueue_text("still open")
+    with openai.OpenAI(base_url=openai_server.base_url, api_key=KEY, max_retries=0) as client:
+        with OpenAIBackend(model="m", client=client, retry=fast_retry) as backend:
+            assert backend.complete(ask()).text == "via injected client"
+        assert not client.is_closed()
+        assert (
+            client.chat.completions.create(model="m", messages=[]).choices[0].message.content
+            == "still open"
+        )
