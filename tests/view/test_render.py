@@ -233,3 +233,27 @@ def test_events_carry_kind_headline_and_tool_fields(view_log: EventLog) -> None:
     assert assistant.headline == "count rows | none yet | run the query | in_progress"
     assert assistant.tool_input[0]["id"] == "call_1"
     assert (result.kind, result.tool_call_id, result.content) == ("tool_result", "call_1", "1")
+
+
+def test_seqs_must_be_view_events_of_the_session(view_log: EventLog) -> None:
+    from scrollctx.log import NewEvent
+    from scrollctx.view import split_message
+
+    view = _view(view_log)
+    plain = view_log.append(NewEvent(session_id="s1", kind="user_message", content="hi"))
+    with pytest.raises(UsageError, match="not a view event"):
+        view.add(OPENAI_TURNS[0], seq=plain)
+    (turn,) = split_message(OPENAI_TURNS[0], "openai")
+    elsewhere = view_log.append(turn.to_event("other-session"))
+    with pytest.raises(UsageError, match="not a view event"):
+        view.add(OPENAI_TURNS[0], seq=elsewhere)
+    assert view.turns == []
+
+
+def test_lineage_fields_reach_the_events(view_log: EventLog) -> None:
+    view = WorkingView(
+        view_log, "s1", "", budget_tokens=1000, event_fields={"agent_id": "a1", "run_id": "r1"}
+    )
+    (seq,) = view.append(OPENAI_TURNS[0], fields={"step_index": 3, "msg_index": 0})
+    event = view_log.get(seq)
+    assert (event.agent_id, event.run_id, event.step_index, event.msg_index) == ("a1", "r1", 3, 0)

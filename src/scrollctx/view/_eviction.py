@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scrollctx.view._index import (
+    ANCHOR_CHARS,
     MAX_DETAIL_LINES,
     IndexBlock,
     IndexLine,
@@ -122,7 +123,8 @@ def _group_line(members: list[Turn]) -> IndexLine:
     if head.role == "user":
         label = clip_line(head.label or head.text or "(empty message)")
         if head.is_real_user:
-            return IndexLine(lo, hi, "user", f"user: {label}", [{"seq": lo, "text": label}], 1)
+            anchor = {"seq": lo, "text": label[:ANCHOR_CHARS]}
+            return IndexLine(lo, hi, "user", f"user: {label}", [anchor], 1)
         return IndexLine(lo, hi, "turn", f"note: {label}")
     return IndexLine(lo, hi, "turn", clip_line(_describe_exchange(members)))
 

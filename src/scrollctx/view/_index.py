@@ -17,8 +17,8 @@ Invariants (checked by the tests):
   roll-up appends at the very end of the text: the text before it stays byte-identical.
 
 Real user requests inside a span are **anchors**: a tier-0 line of its own
-(``user: "…"``), and, once rolled up, carried on the collapsed line (the first and last
-``MAX_ANCHORS - 1`` verbatim, plus their count).
+(``user: "…"``), and, once rolled up, carried on the collapsed line: the oldest and the newest
+request of the span (their label, up to ``ANCHOR_CHARS``) and the count of all of them.
 
 Data shape (``to_data()``; the ``eviction_index`` event's metadata and ``ms.index()``)::
 
@@ -48,6 +48,7 @@ from typing import Any
 
 __all__ = [
     "INDEX_HEADER",
+    "ANCHOR_CHARS",
     "MAX_ANCHORS",
     "MAX_DETAIL_LINES",
     "EvictionIndex",
@@ -57,7 +58,8 @@ __all__ = [
     "merge_anchors",
 ]
 
-MAX_ANCHORS = 3
+MAX_ANCHORS = 2
+ANCHOR_CHARS = 100
 MAX_DETAIL_LINES = 8
 _LINE_CHARS = 200
 _HALF_CHARS = 90
@@ -145,14 +147,13 @@ class IndexBlock:
 
     def collapse(self) -> IndexLine:
         """Return this block as one line: first and last text, all anchors merged."""
-        first, last = self.lines[0], self.lines[-1]
-        head = _clip(first.text.split(_ELLIPSIS)[0], _HALF_CHARS)
-        tail = _clip(last.text.split(_ELLIPSIS)[-1], _HALF_CHARS)
-        text = (
-            head
-            if len(self.lines) == 1 and _ELLIPSIS not in first.text
-            else head + _ELLIPSIS + tail
-        )
+        # Requests travel as anchors, so the text prefers what was done: the first and the
+        # last headline (or label) of the block.
+        texts = [line.text for line in self.lines if line.kind != "user"]
+        texts = texts or [line.text for line in self.lines]
+        head = _clip(texts[0].split(_ELLIPSIS)[0], _HALF_CHARS)
+        tail = _clip(texts[-1].split(_ELLIPSIS)[-1], _HALF_CHARS)
+        text = head if head == tail else head + _ELLIPSIS + tail
         return IndexLine(self.lo, self.hi, "rollup", text, *merge_anchors(self.lines))
 
 

@@ -60,6 +60,8 @@ class Turn:
     pinned: bool = False
     raw_tokens: int = 0
     stub_tokens: int = 0
+    fields: dict[str, Any] = field(default_factory=dict)
+    """Extra event columns (step_index, msg_index…) used when the view persists the turn."""
     cache: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Rendered messages by provider; cleared when the turn is folded."""
 

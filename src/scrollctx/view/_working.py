@@ -217,17 +217,20 @@ class WorkingView:
         provider: str = "openai",
         seq: int | list[int] | None = None,
         synthetic: bool = False,
+        fields: dict[str, Any] | None = None,
     ) -> list[Turn]:
         """Add a provider message as live turn(s).
 
         Pass ``seq`` (one per turn the message splits into) when the caller already appended
-        the events (build them with :meth:`Turn.to_event`); without it the turns are persisted
-        by :meth:`persist` or by the next :meth:`ensure_budget`. ``synthetic`` marks a user
+        the events (built with :meth:`Turn.to_event` from :func:`split_message`); without it
+        the turns are persisted by :meth:`persist` or by the next :meth:`ensure_budget`, with
+        ``fields`` (step_index, msg_index…) added to their events. ``synthetic`` marks a user
         message the harness wrote (a nudge), which never counts as the active request.
 
         Raises:
             UsageError: bad message, a tool result without its call, a non-result while calls
-                await results, or seqs that are missing, out of order or mixed with pending turns.
+                await results, or seqs that are missing, out of order, mixed with pending
+                turns, or not view events of this session.
         """
         turns = split_message(message, provider, synthetic=synthetic)
         seqs = [seq] if isinstance(seq, int) else seq
@@ -237,14 +240,20 @@ class WorkingView:
             _check_pairing(turn, open_calls)
         for position, turn in enumerate(turns):
             turn.seq = seqs[position] if seqs is not None else None
+            turn.fields = dict(fields or {})
             self._push(turn)
         return turns
 
     def append(
-        self, message: dict[str, Any], *, provider: str = "openai", synthetic: bool = False
+        self,
+        message: dict[str, Any],
+        *,
+        provider: str = "openai",
+        synthetic: bool = False,
+        fields: dict[str, Any] | None = None,
     ) -> list[int]:
-        """Add a message and persist it now; return its seqs."""
-        turns = self.add(message, provider=provider, synthetic=synthetic)
+        """Add a message and persist it now (with pending turns before it); return its seqs."""
+        turns = self.add(message, provider=provider, synthetic=synthetic, fields=fields)
         self.persist()
         return [turn.seq for turn in turns if turn.seq is not None]
 
@@ -253,7 +262,10 @@ class WorkingView:
         pending = [turn for turn in self._turns if turn.seq is None]
         if not pending:
             return []
-        events = [turn.to_event(self.session_id, **self.event_fields) for turn in pending]
+        events = [
+            turn.to_event(self.session_id, **{**self.event_fields, **turn.fields})
+            for turn in pending
+        ]
         seqs = self.log.append_many(events)
         for turn, seq in zip(pending, seqs, strict=True):
             turn.seq = seq
@@ -271,6 +283,18 @@ class WorkingView:
         last = self._turns[-1].seq if self._turns else 0
         if sorted(seqs) != seqs or seqs[0] <= (last or 0) or len(set(seqs)) != len(seqs):
             raise UsageError(f"seqs {seqs} must ascend after the view's last seq {last}")
+        found = {e.seq: e for e in self.log.events(seqs)}
+        for seq in seqs:
+            event = found.get(seq)
+            if (
+                event is None
+                or event.session_id != self.session_id
+                or VIEW_KEY not in event.metadata
+            ):
+                raise UsageError(
+                    f"seq {seq} is not a view event of session {self.session_id!r}; append "
+                    "the event built by Turn.to_event first, or add the message without seq"
+                )
 
     def _push(self, turn: Turn) -> None:
         turn.raw_tokens = self._message_raw(turn.text) + self.counter.raw(turn.structure_text())
