@@ -1,0 +1,177 @@
+"""Search latency of ``ms.search`` against the bare FTS5 query it is built on.
+
+Run: ``.venv/bin/python benchmarks/bench_search.py [--cache DIR] [--queries 200] [--data DIR]``
+
+1. Build (once; reused from ``--cache`` on later runs) the largest store the data allows: every
+   BEAM chat present (100K, 500K and the 1M chats that exist) in one store.
+2. Queries: the first ``--queries`` BEAM probing questions (tiers 100K, 500K, 1M; chats in
+   numeric order; questions in file order), deterministic.
+3. Per query, in the same loop: ``ms.search(q, k=10)`` over the whole store, and the bare
+   ``SELECT rowid FROM conversation_history_fts WHERE conversation_history_fts MATCH ? ORDER BY
+   rank LIMIT 10`` with the question compiled the simplest safe way: every whitespace token as
+   an FTS5 string (quotes doubled), joined with ``OR`` (the AND form is timed too; it usually
+   matches nothing for a whole question, so it is the cheap floor). A third line runs the FTS5
+   expressions ``ms.search`` itself compiles (its AND pass, then its OR pass over content words
+   when the AND pass found fewer than 10) with the same bm25 weights, FTS table only: the gap
+   between it and ``ms.search`` is the surface's own cost (join, filters, snippets, shaping).
+
+Prints the median and p95 of each and the ratios. Numbers only; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from scrollctx.ingest import ingest_path
+from scrollctx.log import EventLog
+from scrollctx.surface import BM25_WEIGHTS, open_surface
+
+# Private on purpose: this measures exactly the expressions ms.search compiles.
+from scrollctx.surface._query import parse_query
+
+SIZES = ("100K", "500K", "1M")
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+BARE_SQL = (
+    "SELECT rowid FROM conversation_history_fts WHERE conversation_history_fts MATCH ? "
+    "ORDER BY rank LIMIT 10"
+)
+WEIGHTED_SQL = (
+    "SELECT rowid FROM conversation_history_fts WHERE conversation_history_fts MATCH ? "
+    f"AND rank MATCH 'bm25({', '.join(str(w) for w in BM25_WEIGHTS)})' ORDER BY rank LIMIT 10"
+)
+_MARKER = "complete.json"
+
+
+def chat_folders(data: Path) -> list[Path]:
+    """Return every BEAM chat folder, tiers in order, chats numerically."""
+    folders = []
+    for size in SIZES:
+        found = [p for p in (data / "beam" / "chats" / size).iterdir() if p.is_dir()]
+        folders += sorted(found, key=lambda p: int(p.name))
+    return folders
+
+
+def build_store(data: Path, cache: Path) -> dict[str, Any]:
+    """Ingest every BEAM chat into ``cache`` unless a completed build is already there."""
+    marker = cache / _MARKER
+    if marker.is_file():
+        return dict(json.loads(marker.read_text(encoding="utf-8")))
+    if (cache / "history.db").exists():
+        raise SystemExit(f"{cache} holds an unfinished build; remove it or pick another --cache")
+    chats = [f / "chat.json" for f in chat_folders(data) if (f / "chat.json").is_file()]
+    started = time.perf_counter()
+    with EventLog.open(cache / "history.db") as log:
+        for chat in chats:
+            ingest_path(log, chat, format="beam")
+        rows = log.count()
+    info: dict[str, Any] = {
+        "chats": len(chats),
+        "rows": rows,
+        "build_seconds": round(time.perf_counter() - started, 1),
+        "db_bytes": (cache / "history.db").stat().st_size,
+    }
+    marker.write_text(json.dumps(info), encoding="utf-8")
+    return info
+
+
+def questions(data: Path, limit: int) -> list[str]:
+    """Return the first ``limit`` BEAM probing questions in a fixed order."""
+    found: list[str] = []
+    for folder in chat_folders(data):
+        path = folder / "probing_questions" / "probing_questions.json"
+        if not path.is_file():
+            continue
+        for items in json.loads(path.read_text(encoding="utf-8")).values():
+            found += [str(item["question"]) for item in items]
+        if len(found) >= limit:
+            break
+    return found[:limit]
+
+
+def bare_match(question: str, joiner: str) -> str:
+    """Compile a question into FTS5: each whitespace token quoted, joined by ``joiner``."""
+    tokens = ['"' + token.replace('"', '""') + '"' for token in question.split()]
+    return f" {joiner} ".join(tokens)
+
+
+def p95(values: list[float]) -> float:
+    """Return the 95th percentile (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[max(0, int(round(0.95 * len(ordered))) - 1)]
+
+
+def same_passes(conn: sqlite3.Connection, question: str) -> list[int]:
+    """Run ms.search's own AND and OR expressions on the FTS table alone."""
+    parsed = parse_query(question)
+    strict, broad = parsed.and_expression(), parsed.or_expression()
+    hits = [r[0] for r in conn.execute(WEIGHTED_SQL, (strict,))] if strict else []
+    if len(hits) < 10 and broad is not None and broad != strict:
+        more = [r[0] for r in conn.execute(WEIGHTED_SQL, (broad,)) if r[0] not in hits]
+        hits += more[: 10 - len(hits)]
+    return hits
+
+
+def measure(db: Path, queries: list[str]) -> dict[str, list[float]]:
+    """Time ``ms.search`` and the two bare queries on every question, interleaved."""
+    ms = open_surface(db)
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    runs: dict[str, Callable[[str], object]] = {
+        "ms.search": lambda q: ms.search(q, k=10),
+        "bare OR": lambda q: conn.execute(BARE_SQL, (bare_match(q, "OR"),)).fetchall(),
+        "bare AND": lambda q: conn.execute(BARE_SQL, (bare_match(q, "AND"),)).fetchall(),
+        "ms passes": lambda q: same_passes(conn, q),
+    }
+    for question in queries[:10]:  # warm the page cache and statement caches
+        for run in runs.values():
+            run(question)
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for question in queries:
+        for name, run in runs.items():
+            started = time.perf_counter()
+            run(question)
+            times[name].append(time.perf_counter() - started)
+    conn.close()
+    close = getattr(ms, "close", None)
+    if callable(close):
+        close()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
+    parser.add_argument(
+        "--cache", type=Path, default=Path("/tmp/scroll-bench-search"), help="store cache folder"
+    )
+    parser.add_argument("--queries", type=int, default=200, help="how many questions to time")
+    args = parser.parse_args(argv)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    info = build_store(args.data, args.cache)
+    queries = questions(args.data, args.queries)
+    times = measure(args.cache / "history.db", queries)
+    print(
+        f"store: {info['chats']} BEAM chats, {info['rows']} rows, "
+        f"{int(info['db_bytes']) / 1e6:.0f} MB (built in {info['build_seconds']} s)"
+    )
+    print(f"{len(queries)} queries, k = 10")
+    for name, values in times.items():
+        print(
+            f"{name + ':':<12} median {1000 * statistics.median(values):7.2f} ms   "
+            f"p95 {1000 * p95(values):7.2f} ms"
+        )
+    ours = statistics.median(times["ms.search"])
+    for name in ("bare OR", "bare AND", "ms passes"):
+        print(f"ratio ms.search / {name} (medians): {ours / statistics.median(times[name]):.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
