@@ -12,17 +12,24 @@ call up by name in its own table and runs nothing else.
 from __future__ import annotations
 
 import inspect
+import json
 import keyword
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from scrollctx.errors import UsageError
+from scrollctx.errors import ProtocolError, UsageError
+from scrollctx.kernel._frames import MAX_FRAME, encode_frame
+
+if TYPE_CHECKING:
+    from scrollctx.kernel._journal import KernelJournal
 
 __all__ = [
     "RESERVED_NAMES",
     "ToolCallError",
     "ToolSpec",
+    "answer_tool_call",
     "describe_tool",
     "describe_tools",
     "make_stub",
@@ -151,3 +158,48 @@ def _signature(params: Iterable[Mapping[str, Any]], returns: Any) -> inspect.Sig
         built.append(inspect.Parameter(item["name"], kind, default=default, annotation=annotation))
     shown = inspect.Signature.empty if returns is None else _Shown(str(returns))
     return inspect.Signature(built, return_annotation=shown)
+
+
+def answer_tool_call(
+    frame: Mapping[str, Any], tools: Mapping[str, ToolSpec], journal: KernelJournal, cell: int
+) -> tuple[bytes, str]:
+    """Run one ``tool_call`` frame on the host; return the reply frame and the tool_call_id.
+
+    The frame is untrusted: a malformed one raises :class:`ProtocolError`; a name the host did
+    not declare is answered with an error (and logged); the call is logged before it runs.
+    """
+    call, name = frame.get("call"), frame.get("name")
+    args, kwargs = frame.get("args"), frame.get("kwargs")
+    if not (isinstance(call, int) and isinstance(name, str) and isinstance(args, list)
+            and isinstance(kwargs, dict)):  # fmt: skip
+        raise ProtocolError("malformed tool_call frame; the worker is restarted")
+    name = name[:200]
+    tool_call_id = f"kcall_{uuid.uuid4().hex[:16]}"
+    journal.tool_call(name, tool_call_id, {"args": args, "kwargs": kwargs}, cell)
+    ok, value, error = _invoke(tools, name, args, kwargs)
+    reply = b""
+    if ok:
+        try:
+            reply = encode_frame({"op": "tool_result", "call": call, "ok": True, "value": value})
+        except (TypeError, ValueError) as exc:
+            ok, error = False, f"{name} returned a {type(value).__name__}, not JSON-able ({exc})"
+        if ok and len(reply) > MAX_FRAME:
+            ok, error = False, f"{name} returned {len(reply):,} bytes, over the frame limit"
+    content = json.dumps(value, ensure_ascii=False, default=repr) if ok else error
+    journal.tool_result(name, tool_call_id, content, ok=ok, cell=cell)
+    if not ok:
+        reply = encode_frame({"op": "tool_result", "call": call, "ok": False, "error": error})
+    return reply, tool_call_id
+
+
+def _invoke(
+    tools: Mapping[str, ToolSpec], name: str, args: list[Any], kwargs: dict[str, Any]
+) -> tuple[bool, Any, str]:
+    spec = tools.get(name)
+    if spec is None:
+        declared = ", ".join(sorted(tools)) or "none"
+        return False, None, f"no tool named {name!r} is declared to this kernel ({declared})"
+    try:
+        return True, spec.func(*args, **kwargs), ""
+    except Exception as exc:  # noqa: BLE001 - a failing tool is the cell's observation
+        return False, None, f"{name}: {type(exc).__name__}: {exc}"

@@ -21,23 +21,21 @@ the top of every observation. A :class:`Kernel` is not thread-safe: one caller a
 from __future__ import annotations
 
 import itertools
-import json
 import shutil
 import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import CellTimeout, ProtocolError, UsageError, WorkerCrashed
-from scrollctx.kernel._bridge import ToolSpec, describe_tools
+from scrollctx.kernel._bridge import ToolSpec, answer_tool_call, describe_tools
 from scrollctx.kernel._digest import parse_digest
-from scrollctx.kernel._frames import MAX_FRAME, encode_frame
+from scrollctx.kernel._journal import KernelJournal
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers, resolve_policy
 from scrollctx.kernel._process import WorkerProcess, default_python
 from scrollctx.kernel._result import CellResult
-from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.log import EventLog
 
 __all__ = [
     "Kernel",
@@ -106,6 +104,7 @@ class Kernel:
         db_file = db_path or (event_log.path if event_log else None)
         self.db_path = Path(db_file).resolve() if db_file else None
         self.session_id, self.task_id, self.agent_id = session_id, task_id, agent_id
+        self.journal = KernelJournal(event_log, session_id, task_id, agent_id)
         self._own_scratch = scratch is None
         self.scratch = Path(scratch or tempfile.mkdtemp(prefix="scroll-scratch-")).resolve()
         _check_scratch(self.scratch, self.db_path)
@@ -118,7 +117,6 @@ class Kernel:
         self._ids = itertools.count(1)
         self._cells = 0
         self._notice: str | None = None
-        self._opt_out_logged = False
         self._calls: list[str] = []
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -177,7 +175,7 @@ class Kernel:
         self._worker = worker
         if not status.holds:
             self._discard()  # fail closed: no unconfined worker is left running
-        self._log_status(status, reason)
+        self.journal.sandbox(status, reason)
         return status
 
     def _handshake(self, worker: WorkerProcess) -> dict[str, Any]:
@@ -364,107 +362,9 @@ class Kernel:
     # -- tool bridge -------------------------------------------------------------------------
 
     def _dispatch(self, worker: WorkerProcess, frame: dict[str, Any], deadline: float) -> None:
-        call, name = frame.get("call"), frame.get("name")
-        args, kwargs = frame.get("args"), frame.get("kwargs")
-        if not (isinstance(call, int) and isinstance(name, str) and isinstance(args, list)
-                and isinstance(kwargs, dict)):  # fmt: skip
-            raise ProtocolError("malformed tool_call frame")
-        tool_call_id = f"kcall_{uuid.uuid4().hex[:16]}"
+        reply, tool_call_id = answer_tool_call(frame, self.tools, self.journal, self._cells)
         self._calls.append(tool_call_id)
-        self._log_tool(Kind.TOOL_CALL, name[:200], tool_call_id, {"args": args, "kwargs": kwargs})
-        ok, value, error = self._invoke(name, args, kwargs)
-        reply: bytes | None = None
-        if ok:
-            try:
-                reply = encode_frame(
-                    {"op": "tool_result", "call": call, "ok": True, "value": value}
-                )
-            except (TypeError, ValueError) as exc:
-                ok, error = (
-                    False,
-                    f"{name} returned a {type(value).__name__}, not JSON-able ({exc})",
-                )
-            else:
-                if len(reply) > MAX_FRAME:
-                    ok, error = False, f"{name} returned {len(reply):,} bytes, over the frame limit"
-        content = json.dumps(value, ensure_ascii=False, default=repr) if ok else str(error)
-        self._log_tool(Kind.TOOL_RESULT, name[:200], tool_call_id, None, content, ok)
-        if not ok or reply is None:
-            reply = encode_frame({"op": "tool_result", "call": call, "ok": False, "error": error})
         worker.send(reply, deadline)
-
-    def _invoke(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> tuple[bool, Any, str]:
-        spec = self.tools.get(name)
-        if spec is None:
-            declared = ", ".join(sorted(self.tools)) or "none"
-            return False, None, f"no tool named {name!r} is declared to this kernel ({declared})"
-        try:
-            return True, spec.func(*args, **kwargs), ""
-        except Exception as exc:  # noqa: BLE001 - a failing tool is the cell's observation
-            return False, None, f"{name}: {type(exc).__name__}: {exc}"
-
-    # -- logging -----------------------------------------------------------------------------
-
-    def _event(self, kind: str, content: str, **fields: Any) -> None:
-        if self.event_log is None:
-            return
-        self.event_log.append(
-            NewEvent(
-                session_id=self.session_id,
-                kind=kind,
-                content=content,
-                agent_id=self.agent_id,
-                task_id=self.task_id,
-                **fields,
-            )
-        )
-
-    def _log_tool(
-        self,
-        kind: str,
-        name: str,
-        tool_call_id: str,
-        tool_input: Any,
-        content: str = "",
-        ok: bool = True,
-    ) -> None:
-        self._event(
-            kind,
-            content,
-            role="tool" if kind == Kind.TOOL_RESULT else "assistant",
-            name=name,
-            tool_call_id=tool_call_id,
-            tool_input=tool_input,
-            tool_state=None if kind == Kind.TOOL_CALL else ("ok" if ok else "error"),
-            metadata={"via": "kernel", "cell": self._cells},
-        )
-
-    def _log_status(self, status: SandboxStatus, reason: str) -> None:
-        meta = {"kernel": reason, "sandbox": status.to_dict()}
-        self._event(
-            Kind.SYSTEM,
-            f"kernel worker {reason} (sandbox {status.profile}: {status.summary()})",
-            name="kernel",
-            metadata=meta,
-            searchable=False,
-        )
-        if status.is_opt_out and not self._opt_out_logged:
-            self._opt_out_logged = True
-            self._event(
-                Kind.SYSTEM,
-                f"sandbox opt-out: the kernel runs with profile {status.profile!r} instead of "
-                f"'strict' ({status.summary()})",
-                name="kernel",
-                metadata={**meta, "opt_out": True},
-            )
-        if not status.holds:
-            missing = ", ".join(s.name for s in status.missing)
-            self._event(
-                Kind.SYSTEM,
-                f"kernel refuses cells: required sandbox layer(s) not holding: {missing}",
-                name="kernel",
-                metadata={**meta, "refused": True},
-            )
 
 
 def _check_scratch(scratch: Path, db_path: Path | None) -> None:

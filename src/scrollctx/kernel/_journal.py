@@ -1,0 +1,101 @@
+"""What the kernel writes to the Event Log: sandbox status, opt-outs, refusals, bridged calls.
+
+Every worker start or restart is one ``system`` event (kept out of full-text search) carrying each
+layer's status in ``metadata.sandbox``. An opt-out profile adds one searchable ``system`` event per
+kernel (``metadata.opt_out``); a strict kernel that refuses cells adds one (``metadata.refused``).
+A bridged tool call is a ``tool_call`` event written *before* the tool runs, then a
+``tool_result`` event with the whole result as JSON (the log externalizes large ones). With no
+Event Log attached, nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrollctx.kernel._policy import SandboxStatus
+from scrollctx.log import EventLog, Kind, NewEvent
+
+__all__ = ["KernelJournal"]
+
+
+class KernelJournal:
+    """Appends one kernel's events, tagged with its session, task and agent."""
+
+    def __init__(
+        self,
+        event_log: EventLog | None,
+        session_id: str,
+        task_id: str | None,
+        agent_id: str | None,
+    ) -> None:
+        self.event_log = event_log
+        self.session_id, self.task_id, self.agent_id = session_id, task_id, agent_id
+        self._opt_out_logged = False
+
+    def _append(self, kind: str, content: str, **fields: Any) -> None:
+        if self.event_log is None:
+            return
+        self.event_log.append(
+            NewEvent(
+                session_id=self.session_id,
+                kind=kind,
+                content=content,
+                agent_id=self.agent_id,
+                task_id=self.task_id,
+                **fields,
+            )
+        )
+
+    def tool_call(self, name: str, tool_call_id: str, tool_input: Any, cell: int) -> None:
+        """Record that the cell asked the host to run a tool (before it runs)."""
+        self._append(
+            Kind.TOOL_CALL,
+            "",
+            role="assistant",
+            name=name,
+            tool_call_id=tool_call_id,
+            tool_input=tool_input,
+            metadata={"via": "kernel", "cell": cell},
+        )
+
+    def tool_result(
+        self, name: str, tool_call_id: str, content: str, *, ok: bool, cell: int
+    ) -> None:
+        """Record a tool's whole result (JSON) or its error text."""
+        self._append(
+            Kind.TOOL_RESULT,
+            content,
+            role="tool",
+            name=name,
+            tool_call_id=tool_call_id,
+            tool_state="ok" if ok else "error",
+            metadata={"via": "kernel", "cell": cell},
+        )
+
+    def sandbox(self, status: SandboxStatus, reason: str) -> None:
+        """Record a worker start: its layers, an opt-out (once), a refusal."""
+        meta = {"kernel": reason, "sandbox": status.to_dict()}
+        self._append(
+            Kind.SYSTEM,
+            f"kernel worker {reason} (sandbox {status.profile}: {status.summary()})",
+            name="kernel",
+            metadata=meta,
+            searchable=False,
+        )
+        if status.is_opt_out and not self._opt_out_logged:
+            self._opt_out_logged = True
+            self._append(
+                Kind.SYSTEM,
+                f"sandbox opt-out: the kernel runs with profile {status.profile!r} instead of "
+                f"'strict' ({status.summary()})",
+                name="kernel",
+                metadata={**meta, "opt_out": True},
+            )
+        if not status.holds:
+            missing = ", ".join(s.name for s in status.missing)
+            self._append(
+                Kind.SYSTEM,
+                f"kernel refuses cells: required sandbox layer(s) not holding: {missing}",
+                name="kernel",
+                metadata={**meta, "refused": True},
+            )
