@@ -13,7 +13,8 @@ import pytest
 from scripted_servers import SleepRecorder
 
 from scrollctx.agent.backends import RetryPolicy, call_with_retries
-from scrollctx.agent.backends._openai_errors import RULES, map_openai_errors, parse_retry_after
+from scrollctx.agent.backends._openai_errors import RULES, map_openai_errors
+from scrollctx.agent.backends._retry import parse_retry_after
 from scrollctx.errors import (
     BackendError,
     BackendUnavailable,
@@ -50,7 +51,7 @@ def test_every_openai_exception_class_has_its_own_rule() -> None:
 
 def test_every_anthropic_exception_class_has_its_own_rule() -> None:
     anthropic = pytest.importorskip("anthropic")
-    from scrollctx.agent.backends._anthropic import anthropic_rules
+    from scrollctx.agent.backends._anthropic_errors import anthropic_rules
 
     check_rules(anthropic_rules(), exported_error_classes(anthropic, anthropic.AnthropicError))
 

@@ -14,33 +14,22 @@ Invariants:
 - Thinking blocks (``thinking`` with its ``signature``, ``redacted_thinking``) are copied from
   the raw JSON answer into ``Completion.reasoning_blocks`` and sent back unchanged, first in
   their assistant turn, as the API requires.
-- Errors are translated by SDK exception type; "prompt too long" is recognised by the structured
-  ``error.details.error_code`` or by HTTP 413 (``ContentTooLargeError``), never by message text.
+- Every SDK call runs inside :func:`map_anthropic_errors` (``_anthropic_errors.py``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from scrollctx.config import Config
-from scrollctx.errors import (
-    BackendError,
-    BackendUnavailable,
-    BadResponse,
-    ContextTooLong,
-    MissingCredentials,
-    MissingDependency,
-    RateLimited,
-    UsageError,
-)
+from scrollctx.errors import BadResponse, MissingCredentials, UsageError
 
+from ._anthropic_errors import ANTHROPIC_KEY_HELP, import_sdk, map_anthropic_errors
 from ._base import Backend, BackendOptions
-from ._openai_errors import parse_retry_after
 from ._retry import RetryPolicy, call_with_retries
 from ._secrets import redact
 from ._settings import Endpoint, EndpointSource, resolve_endpoint
@@ -54,14 +43,7 @@ from ._types import (
     parse_tool_arguments,
 )
 
-__all__ = [
-    "ANTHROPIC_KEY_HELP",
-    "AnthropicBackend",
-    "AnthropicOptions",
-    "anthropic_rules",
-    "map_anthropic_errors",
-    "to_anthropic_messages",
-]
+__all__ = ["AnthropicBackend", "AnthropicOptions", "parse_message", "to_anthropic_messages"]
 
 _log = logging.getLogger(__name__)
 
@@ -72,24 +54,11 @@ SOURCE = EndpointSource(
     default_model="claude-sonnet-4-5",
     default_base_url="https://api.anthropic.com",
 )
-ANTHROPIC_KEY_HELP = (
-    "set it with `export ANTHROPIC_API_KEY=...` or `api_key` under [backends.anthropic] in "
-    "<store>/config.toml, or choose another backend with --model openai:NAME"
-)
 _PLACEHOLDER_KEY = "no-key-needed"
 _THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
-_CONTEXT_CODES = frozenset({"prompt_too_long", "context_length_exceeded"})
 # The Messages API wants a user turn first; a conversation that opens with the assistant
 # (e.g. after the opening was evicted) gets this neutral opener.
 OPENING_USER_TEXT = "(conversation continues)"
-
-
-def _sdk() -> Any:
-    try:
-        import anthropic  # type: ignore[import-not-found, unused-ignore]
-    except ImportError as exc:
-        raise MissingDependency("anthropic", "anthropic") from exc
-    return anthropic
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +97,7 @@ class AnthropicBackend(Backend):
         self.options: AnthropicOptions
         self.base_url = base_url or SOURCE.default_base_url
         self._owns_client = client is None
-        self._client = client or _sdk().Anthropic(
+        self._client = client or import_sdk().Anthropic(
             api_key=api_key or _PLACEHOLDER_KEY,
             base_url=self.base_url,
             max_retries=0,
@@ -145,7 +114,7 @@ class AnthropicBackend(Backend):
         options: Mapping[str, Any] | None = None,
     ) -> AnthropicBackend:
         """Resolve endpoint, key and model (argument > env > config.toml > default)."""
-        _sdk()
+        import_sdk()
         endpoint = resolve_endpoint(SOURCE, model=model, environ=environ or {}, config=config)
         _require_key(endpoint)
         return cls(
@@ -442,173 +411,3 @@ class _MessageBuilder:
             arguments, error = parse_tool_arguments(raw)
             self.blocks[index]["input"] = arguments if error is None else raw
         return {**self.head, "content": [self.blocks[i] for i in sorted(self.blocks)]}
-
-
-# -- error translation ----------------------------------------------------------------------
-
-Translate = Callable[[Any, str], BackendError]
-
-
-def _kwargs(exc: Any, backend: str) -> dict[str, Any]:
-    response = getattr(exc, "response", None)
-    return {
-        "backend": backend,
-        "status_code": getattr(response, "status_code", None),
-        "retry_after": parse_retry_after(getattr(response, "headers", None)),
-    }
-
-
-def _detail(exc: Any) -> str:
-    status = getattr(exc, "status_code", None)
-    head = f"HTTP {status}" if status is not None else type(exc).__name__
-    # api_message is the body's error.message; message is the SDK's whole summary
-    text = getattr(exc, "api_message", None) or getattr(exc, "message", None) or str(exc)
-    return f"{head}: {redact(text)}"
-
-
-def _rejected(exc: Any, backend: str) -> BackendError:
-    if getattr(exc, "error_code", None) in _CONTEXT_CODES:
-        return _too_long(exc, backend)
-    return BackendError(
-        f"{backend} rejected the request ({_detail(exc)}); check the model name and options",
-        **_kwargs(exc, backend),
-    )
-
-
-def _too_long(exc: Any, backend: str) -> BackendError:
-    return ContextTooLong(
-        f"{backend} rejected the request as too long ({_detail(exc)}); "
-        "shorten the conversation or lower max_tokens",
-        **_kwargs(exc, backend),
-    )
-
-
-def _auth(exc: Any, backend: str) -> BackendError:
-    return MissingCredentials(
-        f"{backend} refused the credentials ({_detail(exc)}); {ANTHROPIC_KEY_HELP}",
-        **_kwargs(exc, backend),
-    )
-
-
-def _denied(exc: Any, backend: str) -> BackendError:
-    return BackendError(
-        f"{backend} denied the request ({_detail(exc)}); check the account, billing and model "
-        "access of this key",
-        **_kwargs(exc, backend),
-    )
-
-
-def _rate_limited(exc: Any, backend: str) -> BackendError:
-    return RateLimited(
-        f"{backend} is rate limiting us ({_detail(exc)}); wait and retry", **_kwargs(exc, backend)
-    )
-
-
-def _unavailable(exc: Any, backend: str) -> BackendError:
-    return BackendUnavailable(
-        f"{backend} is unavailable ({_detail(exc)}); retry later", **_kwargs(exc, backend)
-    )
-
-
-def _other_status(exc: Any, backend: str) -> BackendError:
-    if exc.status_code == 429:
-        return _rate_limited(exc, backend)
-    if exc.status_code >= 500 or exc.status_code in (408, 499):
-        return _unavailable(exc, backend)
-    return _rejected(exc, backend)
-
-
-def _bad_response(exc: Any, backend: str) -> BackendError:
-    return BadResponse(
-        f"{backend} answered with something unusable ({_detail(exc)})", **_kwargs(exc, backend)
-    )
-
-
-def _generic(exc: Any, backend: str) -> BackendError:
-    return BackendError(f"{backend} failed ({_detail(exc)})", **_kwargs(exc, backend))
-
-
-def _spend_limit(exc: Any, backend: str) -> BackendError:
-    # a 429 that waiting will not cure: the account's spend limit is reached
-    return BackendError(
-        f"{backend} refused the request: the account's spend limit is reached "
-        f"({_detail(exc)}); raise the limit or use another key",
-        **_kwargs(exc, backend),
-    )
-
-
-_RULE_NAMES: list[tuple[str, Translate]] = [
-    # Subclasses the SDK raises for a specific ``error.details.error_code``.
-    ("RampLimitExceededError", _rate_limited),
-    ("ContractSpendLimitReachedError", _spend_limit),
-    ("EnforcedSpendLimitReachedError", _spend_limit),
-    ("RequestBodyTooLargeAfterDecodingError", _too_long),
-    ("CMEKContextUnavailableError", _unavailable),
-    ("CMEKKeyUnreachableError", _unavailable),
-    ("CMEKKeyDisabledError", _denied),
-    ("CMEKKeyNetworkBlockedError", _denied),
-    ("ClaudeCodeKeyCreatorNotMemberError", _denied),
-    ("ClaudeCodeVersionTooOldError", _rejected),
-    ("OrganizationOnHoldError", _denied),
-    ("OrganizationTypeNotSupportedError", _denied),
-    ("ParentOrganizationRequiredError", _denied),
-    ("WorkspaceHumanReviewDisabledError", _denied),
-    ("RequestBodyEncodingInvalidError", _rejected),
-    ("RequestBodyEncodingUnsupportedError", _rejected),
-    ("LinkedOrganizationBillingUnavailableError", _denied),
-    ("LinkedOrganizationSpendLimitReachedError", _spend_limit),
-    ("SandboxEgressRestrictedError", _denied),
-    ("WorkloadIdentityError", _auth),
-    # The status-code classes.
-    ("ContentTooLargeError", _too_long),
-    ("BadRequestError", _rejected),
-    ("IdentityTokenFileError", _auth),
-    ("CredentialsError", _auth),
-    ("AuthenticationError", _auth),
-    ("PaymentRequiredError", _denied),
-    ("PermissionDeniedError", _denied),
-    ("NotFoundError", _rejected),
-    ("RequestTimeoutError", _unavailable),
-    ("ConflictError", _rejected),
-    ("PreconditionFailedError", _rejected),
-    ("UnprocessableEntityError", _rejected),
-    ("RequestHeaderFieldsTooLargeError", _rejected),
-    ("RateLimitError", _rate_limited),
-    ("ClientClosedRequestError", _unavailable),
-    ("HTTPNotImplementedError", _rejected),
-    ("OverloadedError", _unavailable),
-    ("ServiceUnavailableError", _unavailable),
-    ("GatewayTimeoutError", _unavailable),
-    ("InternalServerError", _unavailable),
-    ("APIStatusError", _other_status),
-    ("APITimeoutError", _unavailable),
-    ("APIConnectionError", _unavailable),
-    ("APIResponseValidationError", _bad_response),
-    ("APIWebhookValidationError", _bad_response),
-    ("RetryableError", _unavailable),
-    ("APIError", _generic),
-    ("AnthropicError", _generic),
-]
-
-
-def anthropic_rules() -> list[tuple[type[BaseException], Translate]]:
-    """(SDK exception class, translator), most specific first; classes the SDK lacks skipped."""
-    sdk = _sdk()
-    return [
-        (getattr(sdk, name), translate)
-        for name, translate in _RULE_NAMES
-        if isinstance(getattr(sdk, name, None), type)
-    ]
-
-
-@contextmanager
-def map_anthropic_errors(backend: str = "anthropic") -> Iterator[None]:
-    """Turn any ``anthropic`` exception raised inside the block into a :class:`BackendError`."""
-    sdk = _sdk()
-    try:
-        yield
-    except sdk.AnthropicError as exc:
-        for sdk_class, translate in anthropic_rules():
-            if isinstance(exc, sdk_class):
-                raise translate(exc, backend) from exc
-        raise

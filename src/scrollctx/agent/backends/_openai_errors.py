@@ -13,8 +13,6 @@ Invariants:
 
 from __future__ import annotations
 
-import email.utils
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -30,9 +28,10 @@ from scrollctx.errors import (
     RateLimited,
 )
 
+from ._retry import parse_retry_after
 from ._secrets import redact
 
-__all__ = ["OPENAI_KEY_HELP", "RULES", "map_openai_errors", "parse_retry_after"]
+__all__ = ["OPENAI_KEY_HELP", "RULES", "map_openai_errors"]
 
 _CONTEXT_CODES = frozenset({"context_length_exceeded"})
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
@@ -176,30 +175,3 @@ def map_openai_errors(backend: str = "openai") -> Iterator[None]:
             if isinstance(exc, sdk_class):
                 raise translate(exc, backend) from exc
         raise  # unreachable: openai.OpenAIError is the last rule
-
-
-def parse_retry_after(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), else None."""
-    if headers is None:
-        return None
-    millis = headers.get("retry-after-ms")
-    if millis is not None:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return _seconds_until(value)
-
-
-def _seconds_until(http_date: str) -> float | None:
-    try:
-        when = email.utils.parsedate_to_datetime(http_date)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())

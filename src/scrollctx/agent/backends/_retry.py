@@ -12,15 +12,16 @@ Invariants:
 
 from __future__ import annotations
 
+import email.utils
 import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from scrollctx.errors import BackendUnavailable, RateLimited, UsageError
 
-__all__ = ["RetryPolicy", "call_with_retries"]
+__all__ = ["RetryPolicy", "call_with_retries", "parse_retry_after"]
 
 T = TypeVar("T")
 _RETRYABLE = (RateLimited, BackendUnavailable)
@@ -96,3 +97,30 @@ def _give_up(
         status_code=exc.status_code,
         retry_after=exc.retry_after,
     )
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date), else None."""
+    if headers is None:
+        return None
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return _seconds_until(value)
+
+
+def _seconds_until(http_date: str) -> float | None:
+    try:
+        when = email.utils.parsedate_to_datetime(http_date)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
