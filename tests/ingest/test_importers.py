@@ -26,7 +26,7 @@ def _assert_chat_invariants(events: list[Event]) -> None:
     assert steps == sorted(steps) and steps[0] == 1
     assert all(e.run_id == "ingest" and e.dedup_key for e in events)
     created = [e.created_at for e in events]
-    assert created == sorted(created)
+    assert created == sorted(created) and len(set(created)) == len(created)
 
 
 def test_formats_are_the_documented_names() -> None:
@@ -274,3 +274,26 @@ def test_progress_is_called_after_each_batch(event_log: EventLog, tmp_path: Path
 
     ingest_path(event_log, path, progress=_progress, batch_size=10)
     assert seen == [(10, None), (20, None), (25, None)]
+
+
+def test_undated_sessions(event_log: EventLog, tmp_path: Path) -> None:
+    def turn(n: int, who: str) -> dict[str, str]:
+        return {"speaker": who, "dia_id": f"D{n}:1", "text": f"turn of session {n}"}
+
+    conversation = {
+        "speaker_a": "Ann",
+        "speaker_b": "Bo",
+        "session_1": [turn(1, "Ann")],
+        "session_2": [turn(2, "Bo")],
+        "session_2_date_time": "9:05 am on 3 March, 2024",
+        "session_3": [turn(3, "Ann")],
+    }
+    path = write_json(tmp_path / "tiny.json", [{"sample_id": "x", "conversation": conversation}])
+    ingest_path(event_log, path)
+    first, second, third = _task(event_log, "locomo/x")
+    assert first.content == "[Session 1] Ann: turn of session 1"
+    assert "date" not in first.metadata and first.created_at.startswith("1970-01-01T00:00:00")
+    assert second.metadata["date"] == "2024-03-03" and "date_inherited" not in second.metadata
+    assert third.content == "[Session 3 | 2024-03-03] Ann: turn of session 3"
+    assert third.metadata["date_inherited"] is True
+    assert third.created_at.startswith("2024-03-03T09:05:01")

@@ -46,7 +46,7 @@ def _formats() -> tuple[str, ...]:
 
 
 FORMATS: tuple[str, ...] = _formats()
-"""Names accepted by ``format=``: ``auto`` plus every registered importer."""
+"""Names accepted by ``format=``: ``auto`` plus the importers registered at import time."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,10 @@ Invariants (every importer goes through :class:`Conversation`):
 - ``content`` reads ``[Session N | YYYY-MM-DD] speaker: text`` (``[Session N]`` when undated);
   ``metadata["date"]`` is ``YYYY-MM-DD`` when the session is dated.
 - ``created_at`` is the session's timestamp plus the turn's position in seconds, so turns keep
-  their order; an undated session inherits the last dated session's timestamp (flagged
-  ``date_inherited``), and a conversation that starts undated uses 1970-01-01 until a date
-  appears, so ``created_at`` stays a deterministic function of the source.
+  their order; an undated session inherits the last dated session's date (flagged
+  ``date_inherited``) and continues its clock, and a conversation that starts undated uses
+  1970-01-01 until a date appears, so ``created_at`` stays a deterministic function of the
+  source.
 - ``dedup_key`` is built from source ids only, so importing the same file twice adds nothing.
 """
 
@@ -108,12 +109,12 @@ class Conversation:
     def session(self, when: datetime | None, number: int | None = None) -> SessionStamp:
         """Start the next session (or session ``number``); an undated one inherits a date."""
         self.sessions = self.sessions + 1 if number is None else number
-        number = self.sessions
-        self._offset = 0
         if when is not None:
             self.last_when = when
-            return SessionStamp(number, when)
-        return SessionStamp(number, self.last_when, inherited=self.last_when is not None)
+            self._offset = 0
+            return SessionStamp(self.sessions, when)
+        # An undated session continues the clock of the one before it, so order survives.
+        return SessionStamp(self.sessions, self.last_when, inherited=self.last_when is not None)
 
     def event(
         self,
