@@ -80,19 +80,23 @@ def _types(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 @dataclass(frozen=True, slots=True)
 class SessionStamp:
-    """A session's place in time: its 1-based number, its timestamp, and how it was dated."""
+    """A session's place in time: its 1-based number, its timestamp, and how it was dated.
+
+    ``date`` and ``tag`` are derived once here rather than per turn (formatting dates is the
+    costliest step of building events).
+    """
 
     number: int
     when: datetime | None
     inherited: bool = False
+    date: str | None = field(init=False)
+    tag: str = field(init=False)
 
-    @property
-    def date(self) -> str | None:
-        return None if self.when is None else self.when.strftime("%Y-%m-%d")
-
-    def tag(self) -> str:
-        date = self.date
-        return f"[Session {self.number}]" if date is None else f"[Session {self.number} | {date}]"
+    def __post_init__(self) -> None:
+        date = None if self.when is None else self.when.date().isoformat()
+        tag = f"[Session {self.number}]" if date is None else f"[Session {self.number} | {date}]"
+        object.__setattr__(self, "date", date)
+        object.__setattr__(self, "tag", tag)
 
 
 @dataclass(slots=True)
@@ -142,7 +146,7 @@ class Conversation:
         event = NewEvent(
             session_id=session_id,
             kind=kind,
-            content=f"{stamp.tag()} {speaker}: {text}",
+            content=f"{stamp.tag} {speaker}: {text}",
             role=role,
             name=name,
             run_id=RUN_ID,
@@ -152,7 +156,7 @@ class Conversation:
             tool_call_id=tool_call_id,
             tool_input=tool_input,
             metadata=meta,
-            created_at=when.strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
+            created_at=when.isoformat(timespec="microseconds") + "Z",
             dedup_key=dedup_key,
         )
         self.msg_index += 1
