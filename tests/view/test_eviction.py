@@ -38,22 +38,28 @@ def _run(session: Session, op: tuple[Any, ...]) -> None:
 
 
 def _restored_equals(view: WorkingView, log: EventLog) -> None:
-    again = WorkingView.restore(
-        log,
-        view.session_id,
-        view.system_prompt,
-        budget_tokens=view.budget_tokens,
-        rho=view.rho,
-        tail_groups=view.tail_groups,
-        keep_results=view.keep_results,
-        k=view.index.k,
-    )
-    again.set_digest(view.digest)
-    assert again.index_text() == view.index_text()
-    assert again.index_data() == view.index_data()
-    assert json.dumps(again.render("openai")) == json.dumps(view.render("openai"))
-    assert json.dumps(again.render("anthropic")) == json.dumps(view.render("anthropic"))
-    assert again.tokens == view.tokens
+    # A restart: a new EventLog and a new view over the same file.
+    with EventLog.open(log.path) as reopened:
+        again = WorkingView.restore(
+            reopened,
+            view.session_id,
+            view.system_prompt,
+            budget_tokens=view.budget_tokens,
+            rho=view.rho,
+            tail_groups=view.tail_groups,
+            keep_results=view.keep_results,
+            k=view.index.k,
+        )
+        again.set_digest(view.digest)
+        assert again.index_text() == view.index_text()
+        assert again.index_data() == view.index_data()
+        assert json.dumps(again.render("openai")) == json.dumps(view.render("openai"))
+        assert json.dumps(again.render("anthropic")) == json.dumps(view.render("anthropic"))
+        assert again.tokens == view.tokens
+        assert again.metrics.evictions == view.metrics.evictions
+        assert again.metrics.folds == view.metrics.folds
+        assert again.metrics.assistant_turns == view.metrics.assistant_turns
+        assert again.metrics.headlined_turns == view.metrics.headlined_turns
 
 
 @settings(

@@ -7,15 +7,10 @@ restart. Only the standard library and the log layer are used.
 """
 
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
+from scrollctx.view._reports import EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._simulate import SimulationResult, simulate
 from scrollctx.view._turns import VIEW_KEY, Turn, split_message
-from scrollctx.view._working import (
-    INDEX_KIND,
-    EvictionReport,
-    RenderedView,
-    ViewMetrics,
-    WorkingView,
-)
+from scrollctx.view._working import INDEX_KIND, WorkingView
 from scrollctx.view.headlines import (
     HEADLINE_PROMPT,
     STATUSES,

@@ -50,16 +50,11 @@ from scrollctx.view._eviction import (
 )
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock
 from scrollctx.view._render import merge_anthropic, to_anthropic, to_openai, user_text
+from scrollctx.view._reports import EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn_from_event
 from scrollctx.view.tokens import MESSAGE_OVERHEAD, TokenCounter
 
-__all__ = [
-    "INDEX_KIND",
-    "EvictionReport",
-    "RenderedView",
-    "ViewMetrics",
-    "WorkingView",
-]
+__all__ = ["DIGEST_HEADER", "INDEX_KIND", "WorkingView"]
 
 INDEX_KIND = "eviction_index"
 """Event kind of the persisted index (``metadata`` is :meth:`EvictionIndex.to_data`)."""
@@ -70,72 +65,6 @@ DIGEST_HEADER = (
 _PLACEHOLDER = "[session continues]"
 _MAX_ROUNDS = 16
 _log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class EvictionReport:
-    """What one :meth:`WorkingView.ensure_budget` call did."""
-
-    tokens_before: int
-    tokens_after: int
-    target: int
-    folded: list[int] = field(default_factory=list)
-    evicted: list[tuple[int, int]] = field(default_factory=list)
-    evicted_turns: int = 0
-    rollups: int = 0
-    index_seq: int | None = None
-    persist_error: str | None = None
-
-    @property
-    def changed(self) -> bool:
-        """Whether anything was folded or evicted."""
-        return bool(self.folded or self.evicted or self.evicted_turns)
-
-    @property
-    def over_target(self) -> bool:
-        """Whether the view is still above ``rho * budget`` (only the protected part is left)."""
-        return self.tokens_after > self.target
-
-
-@dataclass(slots=True)
-class ViewMetrics:
-    """Counters of one view: evictions, folds, tokens, headline compliance, per-call sizes."""
-
-    evictions: int = 0
-    folds: int = 0
-    rollups: int = 0
-    evicted_turns: int = 0
-    tokens_before: int = 0
-    tokens_after: int = 0
-    assistant_turns: int = 0
-    headlined_turns: int = 0
-    calls: int = 0
-    call_tokens: list[int] = field(default_factory=list)
-    last_build_ms: float = 0.0
-    max_view_tokens: int = 0
-    total_input_tokens: int = 0
-
-    @property
-    def headline_compliance(self) -> float | None:
-        """Share of assistant responses that carried a headline (``None`` before the first)."""
-        return self.headlined_turns / self.assistant_turns if self.assistant_turns else None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return the metrics as JSON-able data."""
-        data = {name: getattr(self, name) for name in self.__slots__}
-        data["headline_compliance"] = self.headline_compliance
-        return data
-
-
-@dataclass(frozen=True, slots=True)
-class RenderedView:
-    """A view ready to send: ``system`` separate (Anthropic) or inside ``messages`` (OpenAI)."""
-
-    provider: str
-    system: str
-    messages: list[dict[str, Any]]
-    tokens: int
-    build_ms: float
 
 
 @dataclass(slots=True)
