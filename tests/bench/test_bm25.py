@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from scrollctx.bench import BM25Baseline, tokenize
+import pytest
+
+from scrollctx.bench import BM25Baseline, tokenize, word_tokens
+from scrollctx.errors import UsageError
 
 
 def test_tokenize_lowercases_and_splits_on_whitespace_only() -> None:
@@ -31,3 +34,16 @@ def test_rank_covers_every_document_and_breaks_ties_by_corpus_order() -> None:
 
 def test_empty_corpus_ranks_nothing() -> None:
     assert BM25Baseline([]).rank("anything", 10) == []
+
+
+def test_word_tokens_drop_punctuation() -> None:
+    assert word_tokens("Group? It's C++ (v2).") == ["group", "it", "s", "c", "v2"]
+    index = BM25Baseline(["support group", "lunch", "beach", "dog", "cat"], tokens="words")
+    assert index.rank("the group?", 1) == [0]
+    # The whitespace baseline keeps "group?" whole, so it finds nothing better than corpus order.
+    assert BM25Baseline(["lunch", "support group", "beach", "dog"]).rank("group?", 1) == [0]
+
+
+def test_unknown_tokenizer_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="unknown BM25 tokenizer 'chars'"):
+        BM25Baseline(["a"], tokens="chars")

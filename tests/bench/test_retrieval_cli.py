@@ -65,6 +65,7 @@ def test_beam_slice_and_markdown(
 ) -> None:
     target = tmp_path / "docs" / "retrieval.md"
     args = ["--benchmark", "beam", "--beam-sizes", "100K", "--limit", "1"]
+    args += ["--bm25-tokens", "words"]
     code = run(["bench", "retrieval", *args, "--data", str(shared_data), "--write", str(target)])
     out = capsys.readouterr().out
     assert code == 0
@@ -81,7 +82,10 @@ def test_beam_slice_and_markdown(
         assert 0.0 <= float(ours) <= 1.0 and 0.0 <= float(theirs) <= 1.0
         assert float(delta) == pytest.approx(float(ours) - float(theirs), abs=0.0015)
     text = target.read_text(encoding="utf-8")
-    assert "`scroll bench retrieval --benchmark beam --beam-sizes 100K --limit 1" in text
+    command = "--benchmark beam --beam-sizes 100K --limit 1 --bm25-tokens words --write"
+    assert f"`scroll bench retrieval {command} {target}`" in text
+    assert "tokens lower-cased runs of letters and digits" in text
+    assert lines[-1] == "BM25 tokens: lower-cased runs of letters and digits; depth 10"
     assert "| level | metric | ms.search | BM25 | delta |" in text
     assert lines[0].split("(")[1].split(";")[0] in text  # the same n
 
@@ -157,23 +161,27 @@ def test_bad_input_is_one_line_and_exit_2(
     assert json.loads(err)["error"]["type"] == "UsageError"
 
 
-def test_console_script(shared_data: Path) -> None:
-    out = subprocess.run(
-        [
-            str(BIN / "scroll"),
-            "bench",
-            "retrieval",
-            "--benchmark",
-            "locomo",
-            "--limit",
-            "1",
-            "--data",
-            str(shared_data),
-            "--json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    [section] = json.loads(out.stdout)["sections"]
-    _check_section(section)
+def test_reused_work_folder_is_refused_and_left_intact(
+    capsys: pytest.CaptureFixture[str], shared_data: Path, tmp_path: Path
+) -> None:
+    args = ["bench", "retrieval", "--benchmark", "locomo", "--limit", "1"]
+    args += ["--data", str(shared_data), "--work", str(tmp_path / "work")]
+    assert run(args) == 0
+    capsys.readouterr()
+    [db] = (tmp_path / "work").glob("*/history.db")
+    before = db.read_bytes()
+    assert run(args) == 2
+    err = capsys.readouterr().err
+    assert "already exists; use an empty --work folder" in err
+    assert db.read_bytes() == before
+
+
+def test_console_script_runs_every_section(shared_data: Path) -> None:
+    command = [str(BIN / "scroll"), "bench", "retrieval", "--benchmark", "all", "--limit", "1"]
+    command += ["--data", str(shared_data), "--json"]
+    out = subprocess.run(command, capture_output=True, text=True, check=True)
+    sections = json.loads(out.stdout)["sections"]
+    assert [s["name"] for s in sections] == ["locomo", "beam/100K", "beam/500K"]
+    for section in sections:
+        assert section["conversations"] == 1 and section["n"] > 0
+        _check_section(section)

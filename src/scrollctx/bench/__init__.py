@@ -4,7 +4,7 @@
 turns with ``ms.search`` and with BM25, scoring both against the gold evidence ids.
 """
 
-from scrollctx.bench._bm25 import BM25Baseline, tokenize
+from scrollctx.bench._bm25 import TOKENIZERS, BM25Baseline, tokenize, word_tokens
 from scrollctx.bench._labels import (
     BEAM_SIZES,
     BeamChat,
@@ -56,6 +56,7 @@ __all__ = [
     "RetrievalReport",
     "SYSTEMS",
     "SectionResult",
+    "TOKENIZERS",
     "Turn",
     "beam_chats",
     "beam_conversations",
@@ -79,4 +80,5 @@ __all__ = [
     "score_ranking",
     "session_ranking",
     "tokenize",
+    "word_tokens",
 ]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scrollctx.bench._bm25 import BM25Baseline
+from scrollctx.bench._bm25 import TOKENIZERS, BM25Baseline
 from scrollctx.bench._labels import (
     BeamChat,
     LabelCounts,
@@ -152,6 +152,7 @@ class RetrievalReport:
 
     ks: tuple[int, ...]
     depth: int
+    bm25_tokens: str = "whitespace"
     sections: list[SectionResult] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,6 +160,7 @@ class RetrievalReport:
         return {
             "ks": list(self.ks),
             "depth": self.depth,
+            "bm25_tokens": self.bm25_tokens,
             "systems": list(SYSTEMS),
             "sections": [s.to_dict() for s in self.sections],
         }
@@ -210,6 +212,7 @@ def evaluate_retrieval(
     limit: int | None = None,
     depth: int = 10,
     ks: Sequence[int] = DEFAULT_KS,
+    bm25_tokens: str = "whitespace",
     progress: Progress | None = None,
 ) -> RetrievalReport:
     """Run both systems over every probe of ``conversations`` and return the mean scores.
@@ -218,11 +221,16 @@ def evaluate_retrieval(
         work_dir: where the per-conversation stores go (a temporary folder when ``None``).
         limit: evaluate at most this many conversations per section.
         depth: how many rows each system returns per question (``k`` of ``ms.search``).
+        bm25_tokens: the baseline's tokenizer (``whitespace`` or ``words``).
         progress: called with one line per conversation.
     """
     if depth < max(ks):
         raise UsageError(f"depth {depth} is below the largest k {max(ks)}; raise --depth")
-    report = RetrievalReport(tuple(ks), depth)
+    if bm25_tokens not in TOKENIZERS:
+        raise UsageError(
+            f"unknown BM25 tokenizer {bm25_tokens!r}; choose from {', '.join(TOKENIZERS)}"
+        )
+    report = RetrievalReport(tuple(ks), depth, bm25_tokens)
     with _work_folder(work_dir) as folder:
         for conversation in _limited(conversations, limit):
             section = _section(report, conversation.section)
@@ -277,7 +285,7 @@ def _evaluate_conversation(
     try:
         rankers = {
             "ms.search": _surface_ranker(ms, section),
-            "BM25": _bm25_ranker(turns),
+            "BM25": _bm25_ranker(turns, report.bm25_tokens),
         }
         _score_probes(conversation.probes, turns, rankers, section, report)
     finally:
@@ -323,8 +331,8 @@ def _surface_ranker(ms: Any, section: SectionResult) -> Ranker:
     return rank
 
 
-def _bm25_ranker(turns: Sequence[Turn]) -> Ranker:
-    index = BM25Baseline([t.text for t in turns])
+def _bm25_ranker(turns: Sequence[Turn], tokens: str) -> Ranker:
+    index = BM25Baseline([t.text for t in turns], tokens=tokens)
 
     def rank(question: str, k: int) -> list[int]:
         return [turns[i].seq for i in index.rank(question, k)]

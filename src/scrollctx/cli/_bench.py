@@ -59,6 +59,13 @@ def bench() -> None:
     show_default=True,
     help="Rows each system returns per question.",
 )
+@click.option(
+    "--bm25-tokens",
+    type=click.Choice(["whitespace", "words"]),
+    default="whitespace",
+    show_default=True,
+    help="Baseline tokens: whitespace split (LongMemEval) or letter/digit runs.",
+)
 @click.option("--data", "data_dir", metavar="DIR", help="Benchmark data (default: shared/data).")
 @click.option("--work", "work_dir", metavar="DIR", help="Keep the built stores here.")
 @click.option("--write", "write_path", metavar="PATH", help="Also write the Markdown tables.")
@@ -68,6 +75,7 @@ def retrieval(
     beam_sizes: str,
     limit: int | None,
     depth: int,
+    bm25_tokens: str,
     data_dir: str | None,
     work_dir: str | None,
     write_path: str | None,
@@ -92,10 +100,16 @@ def retrieval(
             work_dir=Path(work_dir) if work_dir else None,
             limit=limit,
             depth=depth,
+            bm25_tokens=bm25_tokens,
             progress=progress,
         )
     if write_path:
-        command = _command_line(benchmark, beam_sizes, limit, depth, write_path)
+        options: dict[str, object] = {
+            "--limit": limit,
+            "--depth": depth if depth != 10 else None,
+            "--bm25-tokens": bm25_tokens if bm25_tokens != "whitespace" else None,
+        }
+        command = _command_line(benchmark, beam_sizes, options, write_path)
         date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         target = Path(write_path)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -127,15 +141,12 @@ def _data_root(data_dir: str | None) -> Path:
 
 
 def _command_line(
-    benchmark: str, beam_sizes: str, limit: int | None, depth: int, write_path: str
+    benchmark: str, beam_sizes: str, options: dict[str, object], write_path: str
 ) -> str:
     parts = ["scroll bench retrieval", f"--benchmark {benchmark}"]
     if benchmark != "locomo":
         parts.append(f"--beam-sizes {beam_sizes}")
-    if limit is not None:
-        parts.append(f"--limit {limit}")
-    if depth != 10:
-        parts.append(f"--depth {depth}")
+    parts += [f"{flag} {value}" for flag, value in options.items() if value is not None]
     parts.append(f"--write {write_path}")
     return " ".join(parts)
 
