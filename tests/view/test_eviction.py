@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from view_session import Session, check_invariants, text_of
+from view_session import Session, check_invariants, check_provider_messages, text_of
 
 from scrollctx.errors import ContextOverflow, StoreError
 from scrollctx.log import EventLog
@@ -111,6 +111,7 @@ def test_properties_hold_after_any_appends_and_evictions(
             if report.evicted and report.rollups == 0 and before:
                 assert view.index_text().startswith(before)
             check_invariants(view, log, session, report)
+            check_provider_messages(view)
         _restored_equals(view, log)
 
 
@@ -132,6 +133,7 @@ def _long_session(log: EventLog, steps: int, **settings: Any) -> tuple[WorkingVi
 def test_a_long_scripted_session_stays_bounded_and_restores(view_log: EventLog) -> None:
     view, session = _long_session(view_log, 120, budget_tokens=5000, k=3)
     check_invariants(view, view_log, session, None)
+    check_provider_messages(view)
     assert view.metrics.evictions > 20 and view.metrics.folds > 50
     assert view.metrics.rollups > 0 and len(view.index.tiers) >= 3
     assert view.metrics.max_view_tokens == 0  # build() was never called: no model calls
@@ -170,6 +172,7 @@ def test_a_long_active_turn_evicts_inside_it_but_keeps_the_request(view_log: Eve
         session.persist()
         view.ensure_budget()
         check_invariants(view, view_log, session, None)
+        check_provider_messages(view)
     assert view.turns[0].seq == request and view.turns[0].pinned
     assert view.index.spans()[0][0] == request
     session.user(5)
@@ -179,6 +182,7 @@ def test_a_long_active_turn_evicts_inside_it_but_keeps_the_request(view_log: Eve
         session.persist()
         view.ensure_budget()
         check_invariants(view, view_log, session, None)
+        check_provider_messages(view)
     assert request not in {t.seq for t in view.turns}
     _restored_equals(view, view_log)
 

@@ -146,3 +146,25 @@ def check_invariants(
         leftover = [t for i, t in enumerate(turns) if i < cut and i != request and not t.pinned]
         assert leftover == []
         assert view.tokens <= view.budget_tokens
+
+
+def check_provider_messages(view: WorkingView) -> None:
+    """Assert the built requests are valid for both providers (pairing, roles, first message)."""
+    openai = view.render("openai")
+    pending: list[str] = []
+    for message in openai:
+        if message["role"] == "tool":
+            assert message["tool_call_id"] == pending.pop(0)
+            continue
+        assert pending == [], "a tool call lost its result"
+        pending = [c["id"] for c in message.get("tool_calls") or []]
+    assert pending == [] or openai[-1]["role"] == "assistant"
+    anthropic = view.render("anthropic")
+    assert anthropic and anthropic[0]["role"] == "user"
+    for before, after in zip(anthropic, anthropic[1:], strict=False):
+        assert before["role"] != after["role"], "Anthropic roles must alternate"
+        if before["role"] == "assistant" and isinstance(before["content"], list):
+            uses = [b["id"] for b in before["content"] if b.get("type") == "tool_use"]
+            blocks = after["content"] if isinstance(after["content"], list) else []
+            results = [b["tool_use_id"] for b in blocks if b.get("type") == "tool_result"]
+            assert results[: len(uses)] == uses
