@@ -136,7 +136,6 @@ def test_a_long_scripted_session_stays_bounded_and_restores(view_log: EventLog) 
     check_provider_messages(view)
     assert view.metrics.evictions > 20 and view.metrics.folds > 50
     assert view.metrics.rollups > 0 and len(view.index.tiers) >= 3
-    assert view.metrics.max_view_tokens == 0  # build() was never called: no model calls
     assert view.tokens <= 5000
     assert view.metrics.headline_compliance == pytest.approx(
         view.metrics.headlined_turns / view.metrics.assistant_turns
