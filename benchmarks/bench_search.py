@@ -139,9 +139,7 @@ def measure(db: Path, queries: list[str]) -> dict[str, list[float]]:
             run(question)
             times[name].append(time.perf_counter() - started)
     conn.close()
-    close = getattr(ms, "close", None)
-    if callable(close):
-        close()
+    ms.close()
     return times
 
 

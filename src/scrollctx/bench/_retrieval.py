@@ -46,7 +46,7 @@ from scrollctx.bench._metrics import (
 from scrollctx.errors import UsageError
 from scrollctx.ingest import ingest_path
 from scrollctx.log import EventLog, Kind
-from scrollctx.surface import open_surface
+from scrollctx.surface import MemorySurface, open_surface
 
 __all__ = [
     "LEVELS",
@@ -281,15 +281,12 @@ def _evaluate_conversation(
     section.conversations += 1
     section.turns += len(turns)
     section.counts.merge(conversation.counts)
-    ms = open_surface(db_path, task_id=task_id)
-    try:
+    with open_surface(db_path, task_id=task_id) as ms:
         rankers = {
             "ms.search": _surface_ranker(ms, section),
             "BM25": _bm25_ranker(turns, report.bm25_tokens),
         }
         _score_probes(conversation.probes, turns, rankers, section, report)
-    finally:
-        _close(ms)
 
 
 def _task_id(log: EventLog) -> str | None:
@@ -321,10 +318,10 @@ def _canonical_turn_id(raw: Any, id_field: str) -> str | None:
     return str(raw)
 
 
-def _surface_ranker(ms: Any, section: SectionResult) -> Ranker:
+def _surface_ranker(ms: MemorySurface, section: SectionResult) -> Ranker:
     def rank(question: str, k: int) -> list[int]:
         hits = ms.search(question, k=k, scope="task")
-        if getattr(hits, "partial", False):
+        if hits.partial:
             section.partial_results += 1
         return [int(hit["seq"]) for hit in hits]
 
@@ -338,12 +335,6 @@ def _bm25_ranker(turns: Sequence[Turn], tokens: str) -> Ranker:
         return [turns[i].seq for i in index.rank(question, k)]
 
     return rank
-
-
-def _close(ms: Any) -> None:
-    close = getattr(ms, "close", None)
-    if callable(close):
-        close()
 
 
 def _score_probes(
