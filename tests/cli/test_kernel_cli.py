@@ -82,6 +82,18 @@ def test_exec_bad_input_is_a_one_line_error(store: Path, tmp_path: Path, capsys:
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_exec_without_code_on_a_terminal_is_a_usage_error(
+    store: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stdin", Terminal())
+    assert run(["exec", "--store", str(store)]) == 2
+    assert "no cell given" in capsys.readouterr().err
+
+
 def test_doctor_human_and_json(capsys: Capture) -> None:
     assert run(["kernel", "doctor"]) == 0
     out = capsys.readouterr().out

@@ -137,5 +137,7 @@ def test_bad_arguments_are_usage_errors(shared: Session, tmp_path: Path) -> None
         shared.kernel.run_cell("1", timeout=0)
     with pytest.raises(UsageError, match="unknown sandbox profile"):
         Kernel(sandbox="loose")
-    with pytest.raises(UsageError, match="contains the Event Log"):
+    with pytest.raises(UsageError, match="must not write"):
         Kernel(shared.log.path, scratch=shared.log.path.parent)
+    with pytest.raises(UsageError, match="must not write"):
+        Kernel(scratch="/")

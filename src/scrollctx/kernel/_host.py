@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -368,14 +369,18 @@ class Kernel:
 
 
 def _check_scratch(scratch: Path, db_path: Path | None) -> None:
-    if db_path is None:
-        return
-    db_dir = db_path.resolve().parent
-    if scratch == db_dir or scratch in db_dir.parents:
-        raise UsageError(
-            f"scratch folder {scratch} contains the Event Log {db_path}; the kernel could write "
-            "it. Choose a scratch folder outside the log's folder (a subfolder of it is fine)"
-        )
+    # The scratch folder is the one place the worker may write: it must not hold the Event Log,
+    # the interpreter or the code the worker imports.
+    protected = {Path(sys.prefix), Path(sys.base_prefix), Path(__file__).parents[2]}
+    if db_path is not None:
+        protected.add(db_path.resolve().parent)
+    for path in sorted(protected):
+        real = path.resolve()
+        if scratch == real or scratch in real.parents:
+            raise UsageError(
+                f"scratch folder {scratch} contains {real}, which the kernel must not write. "
+                "Choose a scratch folder outside it (a subfolder of the store is fine)"
+            )
 
 
 def _capped(reply: dict[str, Any], key: str, cap: int) -> tuple[str, int]:
