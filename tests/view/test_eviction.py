@@ -74,6 +74,7 @@ def _restored_equals(view: WorkingView, log: EventLog) -> None:
     k=st.integers(3, 5),
     tail=st.integers(0, 3),
     keep=st.integers(0, 3),
+    provider=st.sampled_from(["openai", "anthropic"]),
 )
 def test_properties_hold_after_any_appends_and_evictions(
     fast_dir: Path,
@@ -83,6 +84,7 @@ def test_properties_hold_after_any_appends_and_evictions(
     k: int,
     tail: int,
     keep: int,
+    provider: str,
 ) -> None:
     folder = Path(tempfile.mkdtemp(dir=fast_dir))
     with EventLog.open(folder / "history.db") as log:
@@ -96,7 +98,7 @@ def test_properties_hold_after_any_appends_and_evictions(
             tail_groups=tail,
             keep_results=keep,
         )
-        session = Session(view)
+        session = Session(view, provider=provider)
         for op in ops:
             _run(session, op)
             session.persist()

@@ -27,34 +27,39 @@ class Session:
     texts: dict[int, str] = field(default_factory=dict)
     counter: int = 0
     pending: list[Any] = field(default_factory=list)
+    provider: str = "openai"
 
     def user(self, size: int, *, synthetic: bool = False) -> None:
         self._append({"role": "user", "content": text_of(size, self._next())}, synthetic)
 
     def tools(self, sizes: list[int], *, headline: bool = True) -> None:
-        calls = []
-        for size in sizes:
-            call_id = f"call_{self._next()}"
-            calls.append((call_id, size))
+        calls = [(f"call_{self._next()}", size) for size in sizes]
         line = "\n⟦ work | partial | continue | in_progress ⟧" if headline else ""
-        self._append(
+        text = f"Running {len(calls)} tool(s).{line}"
+        outputs = [(call_id, text_of(size, self._next())) for call_id, size in calls]
+        if self.provider == "anthropic":
+            uses = [
+                {"type": "tool_use", "id": call_id, "name": "repl_exec", "input": {"n": size}}
+                for call_id, size in calls
+            ]
+            self._append({"role": "assistant", "content": [{"type": "text", "text": text}, *uses]})
+            results = [
+                {"type": "tool_result", "tool_use_id": call_id, "content": output}
+                for call_id, output in outputs
+            ]
+            self._append({"role": "user", "content": results})
+            return
+        function_calls = [
             {
-                "role": "assistant",
-                "content": f"Running {len(calls)} tool(s).{line}",
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "repl_exec", "arguments": json.dumps({"n": size})},
-                    }
-                    for call_id, size in calls
-                ],
+                "id": call_id,
+                "type": "function",
+                "function": {"name": "repl_exec", "arguments": json.dumps({"n": size})},
             }
-        )
-        for call_id, size in calls:
-            self._append(
-                {"role": "tool", "tool_call_id": call_id, "content": text_of(size, self._next())}
-            )
+            for call_id, size in calls
+        ]
+        self._append({"role": "assistant", "content": text, "tool_calls": function_calls})
+        for call_id, output in outputs:
+            self._append({"role": "tool", "tool_call_id": call_id, "content": output})
 
     def reply(self, size: int, *, headline: bool = True) -> None:
         line = f"\n⟦ task {self.counter} | verified | next | done ⟧" if headline else ""
@@ -65,7 +70,7 @@ class Session:
         return self.counter
 
     def _append(self, message: dict[str, Any], synthetic: bool = False) -> None:
-        for turn in self.view.add(message, synthetic=synthetic):
+        for turn in self.view.add(message, provider=self.provider, synthetic=synthetic):
             self.pending.append(turn)
 
     def persist(self) -> None:
