@@ -7,6 +7,7 @@ import math
 import pytest
 
 from scrollctx.bench import (
+    SectionResult,
     first_occurrences,
     mean_scores,
     metric_names,
@@ -111,3 +112,13 @@ def test_mean_scores_averages_key_by_key() -> None:
     rows = [{"mrr": 1.0, "x": 0.0}, {"mrr": 0.5, "x": 1.0}]
     assert mean_scores(rows) == {"mrr": 0.75, "x": 0.5}
     assert mean_scores([]) == {}
+
+
+def test_paired_counts_wins_losses_and_ties_per_question() -> None:
+    section = SectionResult("x", groups=["a", "a", "b"])
+    section.rows = {
+        "ms.search": {"turn": [{"mrr": 1.0}, {"mrr": 0.5}, {"mrr": 0.0}]},
+        "BM25": {"turn": [{"mrr": 0.5}, {"mrr": 0.5}, {"mrr": 1.0}]},
+    }
+    assert section.paired("mrr") == (1, 1, 1)
+    assert section.means("ms.search", "turn", "a") == {"mrr": 0.75}

@@ -43,6 +43,8 @@ def _check_section(section: dict[str, object]) -> None:
     assert section["unmapped_hits"] == {"ms.search": 0, "BM25": 0}
     assert section["gold_missing"] == 0
     assert section["partial_results"] == 0
+    for wins, losses, ties in section["paired_turn"].values():
+        assert wins + losses + ties == section["n"]
 
 
 def test_locomo_slice(capsys: pytest.CaptureFixture[str], shared_data: Path) -> None:

@@ -32,6 +32,7 @@ from scrollctx.bench._metrics import (
 from scrollctx.bench._report import comparison_rows, render_markdown, render_text
 from scrollctx.bench._retrieval import (
     LEVELS,
+    PAIRED_METRICS,
     SYSTEMS,
     Conversation,
     RetrievalReport,
@@ -52,6 +53,7 @@ __all__ = [
     "LEVELS",
     "LabelCounts",
     "LocomoConversation",
+    "PAIRED_METRICS",
     "Probe",
     "RetrievalReport",
     "SYSTEMS",

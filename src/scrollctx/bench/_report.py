@@ -9,7 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scrollctx.bench._metrics import metric_names
-from scrollctx.bench._retrieval import LEVELS, SYSTEMS, RetrievalReport, SectionResult
+from scrollctx.bench._retrieval import (
+    LEVELS,
+    PAIRED_METRICS,
+    SYSTEMS,
+    RetrievalReport,
+    SectionResult,
+)
 
 __all__ = ["comparison_rows", "render_markdown", "render_text"]
 
@@ -41,6 +47,14 @@ def _summary(section: SectionResult) -> str:
     return f"{text}; excluded: {excluded}" if excluded else text
 
 
+def _paired(section: SectionResult) -> str:
+    parts = []
+    for metric in PAIRED_METRICS:
+        wins, losses, ties = section.paired(metric)
+        parts.append(f"{metric}: ms.search higher on {wins}, BM25 higher on {losses}, tie {ties}")
+    return "per question, turn level: " + "; ".join(parts)
+
+
 def _anomalies(section: SectionResult) -> list[str]:
     notes = []
     for system, count in section.unmapped_hits.items():
@@ -61,6 +75,7 @@ def render_text(report: RetrievalReport) -> str:
         lines.append(f"  {'level':<8} {'metric':<14} {'ms.search':>9} {'BM25':>9} {'delta':>8}")
         for level, metric, ours, theirs, delta in comparison_rows(section, report.ks):
             lines.append(f"  {level:<8} {metric:<14} {ours:>9.3f} {theirs:>9.3f} {delta:>+8.3f}")
+        lines.append(f"  {_paired(section)}")
         lines += [f"  note: {note}" for note in _anomalies(section)]
         blocks.append("\n".join(lines))
     blocks.append(f"BM25 tokens: {_TOKENS[report.bm25_tokens]}; depth {report.depth}")
@@ -80,6 +95,7 @@ def render_markdown(report: RetrievalReport, *, command: str, date: str) -> str:
     for section in report.sections:
         parts += ["", f"## {section.name}", "", _summary(section) + ".", ""]
         parts += _markdown_table(section, report.ks)
+        parts += ["", _paired(section)[0].upper() + _paired(section)[1:] + ".", ""]
         parts += [f"- note: {note}" for note in _anomalies(section)]
         parts += ["", f"### {section.name} by question group (turn level)", ""]
         parts += _markdown_groups(section)

@@ -50,6 +50,7 @@ from scrollctx.surface import MemorySurface, open_surface
 
 __all__ = [
     "LEVELS",
+    "PAIRED_METRICS",
     "SYSTEMS",
     "Conversation",
     "RetrievalReport",
@@ -63,6 +64,8 @@ __all__ = [
 
 SYSTEMS: tuple[str, ...] = ("ms.search", "BM25")
 LEVELS: tuple[str, ...] = ("turn", "session")
+PAIRED_METRICS: tuple[str, ...] = ("mrr", "recall_all@5")
+"""Metrics whose per-question wins and losses are counted (turn level)."""
 Progress = Callable[[str], None]
 Ranker = Callable[[str, int], list[int]]
 
@@ -119,6 +122,14 @@ class SectionResult:
             rows = [row for row, g in zip(rows, self.groups, strict=True) if g == group]
         return mean_scores(rows)
 
+    def paired(self, metric: str, level: str = "turn") -> tuple[int, int, int]:
+        """Count questions where ``ms.search`` scores higher, BM25 scores higher, or they tie."""
+        ours, theirs = (self.rows.get(s, {}).get(level, []) for s in SYSTEMS)
+        pairs = [(a[metric], b[metric]) for a, b in zip(ours, theirs, strict=True)]
+        wins = sum(1 for a, b in pairs if a > b)
+        losses = sum(1 for a, b in pairs if a < b)
+        return wins, losses, len(pairs) - wins - losses
+
     def to_dict(self) -> dict[str, Any]:
         """Return the section as JSON-able data (means overall and per group)."""
         groups = sorted(set(self.groups), key=lambda g: (len(g), g))
@@ -140,6 +151,7 @@ class SectionResult:
             "mean_query_ms": {
                 s: 1000 * self.seconds.get(s, 0.0) / self.n if self.n else 0.0 for s in SYSTEMS
             },
+            "paired_turn": {m: self.paired(m) for m in PAIRED_METRICS},
             "unmapped_hits": dict(self.unmapped_hits),
             "gold_missing": self.gold_missing,
             "partial_results": self.partial_results,
