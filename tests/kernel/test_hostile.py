@@ -274,6 +274,19 @@ def test_forge_a_malformed_frame_on_the_control_fd(own: Session, payload: str) -
     assert_only_restart_logged(own, before)
 
 
+def test_forge_a_result_frame_with_wrong_field_types(own: Session) -> None:
+    cell = (
+        "import gc, json, os, struct, time\n"
+        "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
+        "body = json.dumps({'op': 'result', 'id': w.cell_id, 'stdout': 5}).encode()\n"
+        "os.write(w.fd_out, struct.pack('>I', len(body)) + body)\ntime.sleep(30)"
+    )
+    result, before = attack(own, cell)
+    assert result.namespace_lost and result.error is not None
+    assert "malformed stdout" in result.error
+    assert_only_restart_logged(own, before)
+
+
 def test_read_the_host_environment_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value")
     session = open_session(tmp_path)

@@ -228,6 +228,8 @@ class Kernel:
             return self._refusal(notice)
         if self._worker is None or not self._worker.is_alive():
             notice = self._revive()
+            if self.status is not None and not self.status.holds:
+                return self._refusal(notice)
         return self._run(source, limit, notice)
 
     def _revive(self) -> str:
@@ -254,6 +256,7 @@ class Kernel:
         try:
             worker.send(request, started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
+            return self._result(reply, started, limit, interrupted, notice)
         except (_Killed, CellTimeout):
             killed = _killed_text(limit, self.grace)
             return self._lost(killed, started, "after a timeout kill", timed_out=True)
@@ -263,7 +266,6 @@ class Kernel:
         except ProtocolError as exc:
             broke = f"the worker broke the frame protocol ({exc}); it was killed"
             return self._lost(broke, started, "after a protocol violation")
-        return self._result(reply, started, limit, interrupted, notice)
 
     def _await(
         self, worker: WorkerProcess, cell_id: int, deadline: float
