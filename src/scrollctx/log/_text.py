@@ -43,14 +43,15 @@ def extractive_label(content: str, max_chars: int = LABEL_MAX_CHARS) -> str | No
     """Return a one-line label taken from the content itself: its first informative sentence.
 
     The ``[Session N | date] role:`` tag and conversational filler ("Certainly!") are skipped so
-    the label says what the turn is about. Returns ``None`` for empty content.
+    the label says what the turn is about. A turn that is only a code block is labelled
+    ``code: <its first line>``. Returns ``None`` for empty content.
     """
-    prose, _ = split_prose_code(content)
+    prose, code = split_prose_code(content)
     text = _SESSION_TAG.sub("", prose.strip())
     text = _FILLER.sub("", text).strip()
     text = " ".join(text.replace("‹code›", " ").split())
     if not text:
-        return None
+        return _code_label(code, max_chars)
     first = _SENTENCE_END.split(text, maxsplit=1)[0]
     if len(first) < 24 and len(text) > len(first):
         first = text
@@ -58,3 +59,11 @@ def extractive_label(content: str, max_chars: int = LABEL_MAX_CHARS) -> str | No
         return first
     cut = first[: max_chars - 1].rsplit(" ", 1)[0] or first[: max_chars - 1]
     return cut + "…"
+
+
+def _code_label(code: str, max_chars: int) -> str | None:
+    first = next((line.strip() for line in code.splitlines() if line.strip()), "")
+    if not first:
+        return None
+    label = f"code: {first}"
+    return label if len(label) <= max_chars else label[: max_chars - 1] + "…"
