@@ -141,3 +141,14 @@ def test_bad_arguments_are_usage_errors(shared: Session, tmp_path: Path) -> None
         Kernel(shared.log.path, scratch=shared.log.path.parent)
     with pytest.raises(UsageError, match="must not write"):
         Kernel(scratch="/")
+
+
+def test_undecodable_text_and_huge_errors_do_not_cost_the_namespace(shared: Session) -> None:
+    kernel = shared.kernel
+    kernel.run_cell("survivor = 'kept'")
+    odd = kernel.run_cell("print('name-\\udcff-end')")  # a lone surrogate, as os.listdir gives
+    assert odd.stdout == "name-?-end\n"
+    huge = kernel.run_cell("raise ValueError('x' * 10**7)")
+    assert huge.error is not None and len(huge.error) < 25_000
+    assert "characters cut" in huge.error and not huge.namespace_lost
+    assert kernel.run_cell("print(survivor)").stdout == "kept\n"

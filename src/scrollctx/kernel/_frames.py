@@ -27,8 +27,10 @@ _CHUNK = 1 << 16
 
 
 def encode_frame(message: dict[str, Any]) -> bytes:
-    """Return the wire bytes of one message."""
-    body = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """Return the wire bytes of one message (lone surrogates, e.g. from undecodable file names
+    a cell printed, become ``?`` rather than failing the frame)."""
+    text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    body = text.encode("utf-8", "replace")
     return _HEADER.pack(len(body)) + body
 
 

@@ -32,6 +32,8 @@ from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox
 
 __all__ = ["main"]
 
+_ERROR_CHARS = 20_000
+
 
 class _NoSurface:
     """Stands in for ``ms`` when no Event Log could be bound; every use says why."""
@@ -131,10 +133,10 @@ class Worker:
             "stdout_hidden": outcome.stdout_hidden,
             "stderr": outcome.stderr,
             "stderr_hidden": outcome.stderr_hidden,
-            "error": outcome.error,
+            "error": _clip(outcome.error),
             "interrupted": outcome.interrupted,
             "digest": summarize_namespace(self.runner.namespace, self.prebound),
-            "notes": self._drain_notes(),
+            "notes": [_clip(note, 2000) for note in self._drain_notes()[:50]],
         }
         write_frame(self.fd_out, reply)
 
@@ -174,6 +176,14 @@ class Worker:
         if reply.get("ok"):
             return reply.get("value")
         raise ToolCallError(str(reply.get("error", f"{name} failed on the host")))
+
+
+def _clip(text: str | None, limit: int = _ERROR_CHARS) -> str | None:
+    # A traceback keeps its head (where) and tail (what); the middle of a huge message goes.
+    if text is None or len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[… {len(text) - 2 * half:,} characters cut …]\n{text[-half:]}"
 
 
 def _import_surface() -> Callable[..., Any] | None:
