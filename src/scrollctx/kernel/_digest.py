@@ -94,7 +94,7 @@ def describe(name: str, value: Any) -> dict[str, str]:
         type_name, summary = _summary(value)
     except Exception as exc:  # noqa: BLE001 - user objects may raise anything from len/repr
         type_name, summary = type(value).__name__, f"(not described: {type(exc).__name__})"
-    return {"name": name, "type": type_name, "summary": summary[:_FIELD]}
+    return {"name": name[:_FIELD], "type": type_name[:_FIELD], "summary": summary[:_FIELD]}
 
 
 def _summary(value: Any) -> tuple[str, str]:
