@@ -110,6 +110,7 @@ class CellRunner:
         finally:
             self._interruptible = False
             sys.stdout, sys.stderr = saved
+            signal.signal(signal.SIGINT, self._on_sigint)  # undo a handler the cell installed
         return CellOutcome(
             out.getvalue(), out.hidden, err.getvalue(), err.hidden, error, interrupted
         )
