@@ -88,7 +88,14 @@ def test_view_errors_are_one_line(store_dir: Path, capsys: Capture) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [["--steps", "0"], ["--budget", "10"], ["--k", "2"], ["--rho", "0"], ["--output-kb", "-1"]],
+    [
+        ["--steps", "0"],
+        ["--budget", "10"],
+        ["--k", "2"],
+        ["--rho", "0"],
+        ["--output-kb", "-1"],
+        ["--evict-to", "0.9"],
+    ],
 )
 def test_simulate_rejects_bad_settings(args: list[str], capsys: Capture) -> None:
     assert run(["simulate", *args]) == 2

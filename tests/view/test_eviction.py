@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from view_session import Session, check_invariants, check_provider_messages, text_of
 
-from scrollctx.errors import ContextOverflow, StoreError
+from scrollctx.errors import ContextOverflow, StoreError, UsageError
 from scrollctx.log import EventLog
 from scrollctx.view import INDEX_KIND, WorkingView
 
@@ -75,6 +75,7 @@ def _restored_equals(view: WorkingView, log: EventLog) -> None:
     tail=st.integers(0, 3),
     keep=st.integers(0, 3),
     provider=st.sampled_from(["openai", "anthropic"]),
+    headroom=st.sampled_from([None, 0.5]),
 )
 def test_properties_hold_after_any_appends_and_evictions(
     fast_dir: Path,
@@ -85,6 +86,7 @@ def test_properties_hold_after_any_appends_and_evictions(
     tail: int,
     keep: int,
     provider: str,
+    headroom: float | None,
 ) -> None:
     folder = Path(tempfile.mkdtemp(dir=fast_dir))
     with EventLog.open(folder / "history.db") as log:
@@ -97,6 +99,7 @@ def test_properties_hold_after_any_appends_and_evictions(
             k=k,
             tail_groups=tail,
             keep_results=keep,
+            evict_to=None if headroom is None else headroom * rho,
         )
         session = Session(view, provider=provider)
         for op in ops:
@@ -299,8 +302,6 @@ def test_usage_calibration_changes_the_trigger(view_log: EventLog) -> None:
 
 
 def test_settings_are_validated(view_log: EventLog) -> None:
-    from scrollctx.errors import UsageError
-
     for bad in (
         {"budget_tokens": 0},
         {"budget_tokens": 10, "rho": 0},
@@ -310,3 +311,15 @@ def test_settings_are_validated(view_log: EventLog) -> None:
             WorkingView(view_log, "s", **bad)
     with pytest.raises(UsageError):
         WorkingView(view_log, "", budget_tokens=10)
+
+
+def test_evicting_further_down_evicts_less_often(fast_dir: Path) -> None:
+    counts = []
+    for name, evict_to in (("exact", None), ("headroom", 0.5)):
+        with EventLog.open(fast_dir / f"{name}.db") as log:
+            view, session = _long_session(log, 60, budget_tokens=6000, evict_to=evict_to)
+            check_invariants(view, log, session, None)
+            counts.append(view.metrics.evictions)
+    assert 0 < counts[1] < counts[0]
+    with EventLog.open(fast_dir / "unused.db") as log, pytest.raises(UsageError, match="evict_to"):
+        WorkingView(log, "s", budget_tokens=100, rho=0.5, evict_to=0.6)

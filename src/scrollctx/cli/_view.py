@@ -114,6 +114,12 @@ def view_command(
     help="Eviction trigger as a share of the window.",
 )
 @click.option(
+    "--evict-to",
+    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    default=None,
+    help="Evict down to this share of the window (default: just under rho).",
+)
+@click.option(
     "--session", "session_id", default="simulation", show_default=True, help="Session id to write."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Content seed.")
@@ -125,6 +131,7 @@ def simulate_command(
     budget: int,
     k: int,
     rho: float,
+    evict_to: float | None,
     session_id: str,
     seed: int,
     json_: bool,
@@ -146,6 +153,7 @@ def simulate_command(
                 output_kb=output_kb,
                 budget=budget,
                 rho=rho,
+                evict_to=evict_to,
                 k=k,
                 session_id=session_id,
                 seed=seed,

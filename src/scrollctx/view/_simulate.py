@@ -45,6 +45,7 @@ class SimulationResult:
     output_kb: float
     budget: int
     rho: float
+    evict_to: float | None
     k: int
     session_id: str
     store: str
@@ -81,13 +82,16 @@ def simulate(
     budget: int,
     rho: float = 0.8,
     k: int = 4,
+    evict_to: float | None = None,
     session_id: str = "simulation",
     seed: int = 0,
     provider: str = "openai",
 ) -> SimulationResult:
     """Run a scripted session of ``steps`` exchanges and measure view size against replay."""
     started = time.perf_counter()
-    view = WorkingView(log, session_id, _SYSTEM, budget_tokens=budget, rho=rho, k=k)
+    view = WorkingView(
+        log, session_id, _SYSTEM, budget_tokens=budget, rho=rho, k=k, evict_to=evict_to
+    )
     rng = random.Random(seed)
     history_raw = 0
     replay_total = 0
@@ -184,6 +188,7 @@ def _result(
         output_kb=output_kb,
         budget=view.budget_tokens,
         rho=view.rho,
+        evict_to=view.evict_to,
         k=index.k,
         session_id=view.session_id,
         store=str(log.path.parent),

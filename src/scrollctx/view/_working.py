@@ -94,6 +94,9 @@ class WorkingView:
         system_prompt: sent as the system message (OpenAI) or ``system`` (Anthropic).
         budget_tokens: the window ``C``; eviction starts above ``rho * C``.
         rho: the eviction trigger as a share of ``C`` (0 < rho <= 1).
+        evict_to: evict down to this share of ``C`` (0 < evict_to <= rho) instead of just
+            under ``rho * C``. ``None`` is Algorithm 1 exactly; a lower value evicts more at
+            once and less often, so provider prompt caches survive more calls.
         k: index tier width (>= 3).
         counter: token counter (default: the calibrated estimate).
         tail_groups: how many of the newest groups are protected.
@@ -109,6 +112,7 @@ class WorkingView:
         *,
         budget_tokens: int,
         rho: float = 0.8,
+        evict_to: float | None = None,
         k: int = 4,
         counter: TokenCounter | None = None,
         tail_groups: int = 2,
@@ -116,11 +120,14 @@ class WorkingView:
         event_fields: dict[str, Any] | None = None,
     ) -> None:
         _check_settings(session_id, budget_tokens, rho, k, tail_groups, keep_results)
+        if evict_to is not None and not 0 < evict_to <= rho:
+            raise UsageError(f"evict_to must be in (0, rho={rho}], got {evict_to}")
         self.log = log
         self.session_id = session_id
         self.system_prompt = system_prompt
         self.budget_tokens = budget_tokens
         self.rho = rho
+        self.evict_to = evict_to
         self.tail_groups = tail_groups
         self.keep_results = keep_results
         self.counter = counter or TokenCounter()
@@ -394,7 +401,8 @@ class WorkingView:
         suffix = protected_suffix(
             turns, groups, tail_groups=self.tail_groups, keep_results=self.keep_results
         )
-        excess = self._raw_total() - math.floor(self.target / self.counter.ratio)
+        low = self.target if self.evict_to is None else int(self.evict_to * self.budget_tokens)
+        excess = self._raw_total() - math.floor(low / self.counter.ratio)
         plan = _Plan()
         before = groups[: min(request, suffix)]
         excess -= self._plan_folds(plan, before)
