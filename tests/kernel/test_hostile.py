@@ -9,6 +9,7 @@ worker its life check instead that only the kernel's own restart notice was appe
 from __future__ import annotations
 
 import os
+import pwd
 import socket
 from pathlib import Path
 
@@ -375,4 +376,24 @@ def test_write_the_log_through_links_descriptors_or_mappings(shared: Session) ->
     )
     result, before = attack(shared, cell)
     assert result.stdout == "['symlink denied', 'shared mapping denied', 'proc reopen denied']\n"
+    assert_host_unharmed(shared, before)
+
+
+def test_read_files_outside_the_allow_list(shared: Session) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    home = Path(pwd.getpwuid(os.getuid()).pw_dir)  # the real one; the fixture moved $HOME
+    secrets = [Path("/etc/passwd"), home, repo / "pyproject.toml", shared.root, Path("/tmp")]
+    if (repo / ".git").is_dir():
+        secrets.append(repo / ".git" / "config")
+    cell = (
+        "import os\nout = []\n"
+        f"for path in {[str(p) for p in secrets]!r}:\n"
+        "    try:\n        os.listdir(path) if os.path.isdir(path) else open(path).read(1)\n"
+        "        out.append('READ ' + path)\n"
+        "    except PermissionError:\n        out.append('denied')\nprint(out)"
+    )
+    result, before = attack(shared, cell)
+    assert result.stdout == f"{['denied'] * len(secrets)}\n"
+    allowed = shared.kernel.run_cell("import scrollctx.errors\nprint('imports still work')")
+    assert allowed.stdout == "imports still work\n"
     assert_host_unharmed(shared, before)
