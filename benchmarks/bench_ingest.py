@@ -74,13 +74,12 @@ def run_ingest(files: list[Path], store: Path) -> tuple[int, float]:
 
 
 def read_rows(store: Path) -> list[tuple[str, str, str]]:
-    """Read the FTS text columns of every searchable row back from the built store."""
+    """Read the text the FTS index holds for every searchable row back from the built store."""
     conn = sqlite3.connect(store / "history.db")
     try:
         return list(
             conn.execute(
-                "SELECT prose, code, COALESCE(headline, '') FROM conversation_history "
-                "WHERE searchable ORDER BY seq"
+                "SELECT prose, code, headline FROM conversation_history_text ORDER BY seq"
             )
         )
     finally:

@@ -51,8 +51,9 @@ inserts = 0
 
 def trace(sql):
     global inserts
-    # The dedup look-up runs exactly once per appended event, inside the batch transaction.
-    if sql.startswith("SELECT seq FROM conversation_history WHERE session_id"):
+    # The batch's full-text indexing runs once per batch, inside its open transaction,
+    # after the batch's rows were inserted and before COMMIT.
+    if sql.lstrip().startswith("INSERT INTO conversation_history_fts"):
         inserts += 1
         if inserts == stop_at:
             print("mid", flush=True)
@@ -113,7 +114,7 @@ def test_killed_mid_batch_keeps_committed_batches_and_reimport_completes(tmp_pat
     source = write_jsonl(tmp_path / "big.jsonl", chat_messages(2000, tag="big"))
     with EventLog.open(store) as log:
         log.append(NewEvent(session_id="earlier", kind="system", content="written before"))
-    child = _spawn(_KILLED_CHILD, str(store), str(source), "500", str(2 * 500 + 250))
+    child = _spawn(_KILLED_CHILD, str(store), str(source), "500", "3")
     assert child.stdout is not None
     lines = [child.stdout.readline() for _ in range(3)]
     assert lines == ["committed 500\n", "committed 1000\n", "mid\n"]

@@ -12,8 +12,14 @@ from scrollctx.log import EventLog, Kind, NewEvent, ToolResultRef
 
 
 def _turn(text: str, *, key: str | None = None, session: str = "s1", **extra: object) -> NewEvent:
-    return NewEvent(session_id=session, kind=Kind.USER_MESSAGE, role="user", content=text,
-                    dedup_key=key, **extra)  # type: ignore[arg-type]
+    return NewEvent(
+        session_id=session,
+        kind=Kind.USER_MESSAGE,
+        role="user",
+        content=text,
+        dedup_key=key,
+        **extra,
+    )  # type: ignore[arg-type]
 
 
 def test_append_assigns_increasing_seqs_and_round_trips(event_log: EventLog) -> None:
@@ -92,8 +98,13 @@ def test_fts_indexes_prose_code_and_headline_but_not_unsearchable_rows(
     event_log.append(_turn("We fixed the parser.\n```python\nretry_budget = 3\n```\nDone."))
     event_log.append(_turn("echo of a recall", searchable=False))
     event_log.append(
-        NewEvent(session_id="s1", kind=Kind.MODEL_TURN, role="assistant", content="ok",
-                 headline="parser fixed | tests green")
+        NewEvent(
+            session_id="s1",
+            kind=Kind.MODEL_TURN,
+            role="assistant",
+            content="ok",
+            headline="parser fixed | tests green",
+        )
     )
 
     def hits(column: str, term: str) -> list[int]:

@@ -20,7 +20,8 @@ def m001_conversation_history(conn: sqlite3.Connection, fts5: bool) -> None:
     # global, so AUTOINCREMENT guarantees a seq is never reused even after the last row is
     # gone (rows are never deleted, but a rolled-back batch must not hand its seqs out again).
     # ``prose``/``code`` hold the fenced-code split of ``content`` so search can weight them
-    # apart; ``label`` is the write-time extractive label for rows without a headline.
+    # apart (``prose`` is '' when it would equal ``content``, to store the text once);
+    # ``label`` is the write-time extractive label for rows without a headline.
     conn.execute(
         """
         CREATE TABLE conversation_history (
@@ -35,7 +36,7 @@ def m001_conversation_history(conn: sqlite3.Connection, fts5: bool) -> None:
             role TEXT,
             name TEXT,
             content TEXT NOT NULL DEFAULT '',
-            prose TEXT NOT NULL DEFAULT '',
+            prose TEXT NOT NULL DEFAULT '',  -- '' when equal to content (no fenced code)
             code TEXT NOT NULL DEFAULT '',
             headline TEXT,
             label TEXT,
@@ -61,9 +62,7 @@ def m001_conversation_history(conn: sqlite3.Connection, fts5: bool) -> None:
     ]:
         conn.execute(f"CREATE INDEX {name} ON conversation_history({columns})")
     # NULL dedup keys never conflict, so only keyed appends are idempotent.
-    conn.execute(
-        "CREATE UNIQUE INDEX ch_dedup ON conversation_history(session_id, dedup_key)"
-    )
+    conn.execute("CREATE UNIQUE INDEX ch_dedup ON conversation_history(session_id, dedup_key)")
     # Append-only is enforced by the database itself, not by convention in Python.
     for action in ("UPDATE", "DELETE"):
         conn.execute(
@@ -79,25 +78,29 @@ def m001_conversation_history(conn: sqlite3.Connection, fts5: bool) -> None:
 
 
 def _create_fts(conn: sqlite3.Connection) -> None:
-    # External content: the text lives once, in conversation_history. Rows marked not
-    # searchable (recall-tool observations) stay out, so recall never finds its own echoes.
+    # The FTS text comes from a view, not from stored copies: ``prose`` is stored only when a
+    # fenced code block made it differ from ``content`` (else it is ''), so the view supplies
+    # the content itself. Rows marked not searchable (recall-tool observations) stay out, so
+    # recall never finds its own echoes. The index is filled by the writer once per batch in a
+    # single INSERT…SELECT: a per-row trigger made FTS5 flush a segment for every row.
     conn.execute(
         """
-        CREATE VIRTUAL TABLE conversation_history_fts USING fts5(
-            prose, code, headline,
-            content='conversation_history', content_rowid='seq',
-            tokenize='porter unicode61'
-        )
+        CREATE VIEW conversation_history_text AS
+        SELECT seq,
+               CASE WHEN prose = '' THEN content ELSE prose END AS prose,
+               code,
+               COALESCE(headline, '') AS headline
+        FROM conversation_history
+        WHERE searchable
         """
     )
     conn.execute(
         """
-        CREATE TRIGGER ch_fts_insert AFTER INSERT ON conversation_history
-        WHEN new.searchable
-        BEGIN
-            INSERT INTO conversation_history_fts(rowid, prose, code, headline)
-            VALUES (new.seq, new.prose, new.code, COALESCE(new.headline, ''));
-        END
+        CREATE VIRTUAL TABLE conversation_history_fts USING fts5(
+            prose, code, headline,
+            content='conversation_history_text', content_rowid='seq',
+            tokenize='porter unicode61'
+        )
         """
     )
 

@@ -37,6 +37,10 @@ from scrollctx.log._text import extractive_label, split_prose_code
 __all__ = ["EventLog"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_INDEX_NEW_ROWS = """
+INSERT INTO conversation_history_fts(rowid, prose, code, headline)
+SELECT seq, prose, code, headline FROM conversation_history_text WHERE seq > ?
+"""
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 _INSERT = """
@@ -45,7 +49,6 @@ INSERT INTO conversation_history (
     content, prose, code, headline, label, tool_call_id, tool_input, tool_state, metadata,
     created_at, dedup_key, payload_sha256, payload_size, searchable
 ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-RETURNING seq
 """
 
 
@@ -102,7 +105,9 @@ class EventLog:
         try:
             conn = _connect(path)
         except sqlite3.DatabaseError as exc:
-            raise IntegrityError(f"{path} is not a usable Event Log: {exc}", path=str(path)) from exc
+            raise IntegrityError(
+                f"{path} is not a usable Event Log: {exc}", path=str(path)
+            ) from exc
         try:
             _reject_foreign(conn, path)
             use_fts5 = fts5_available(conn) if fts5 is None else fts5
@@ -117,7 +122,9 @@ class EventLog:
                 log.check()
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise IntegrityError(f"{path} is not a usable Event Log: {exc}", path=str(path)) from exc
+            raise IntegrityError(
+                f"{path} is not a usable Event Log: {exc}", path=str(path)
+            ) from exc
         except BaseException:
             conn.close()
             raise
@@ -175,14 +182,11 @@ class EventLog:
     def append_many(self, events: Iterable[NewEvent]) -> list[int]:
         """Append events in one transaction: all become durable, or none do."""
         rows = [self._prepare(event) for event in events]
-        seqs: list[int] = []
         try:
             with self.atomic() as conn:
-                for row in rows:
-                    seqs.append(self._insert(conn, row))
+                return self._insert_batch(conn, rows)
         except sqlite3.DatabaseError as exc:
             raise _store_error(self.path, "append", exc) from exc
-        return seqs
 
     def _prepare(self, event: NewEvent) -> tuple[Any, ...]:
         if not event.session_id:
@@ -190,15 +194,14 @@ class EventLog:
         if not event.kind:
             raise UsageError("an event needs a non-empty kind")
         content = event.content or ""
-        prose, code = split_prose_code(content)
-        label = None if event.headline else extractive_label(content)
+        data = content.encode("utf-8")
         sha256: str | None = None
         size: int | None = None
-        data = content.encode("utf-8")
         if len(data) > self.payload_threshold:
             sha256, size = self.payloads.put(data), len(data)
             content = preview_of(content, size)
-            prose, code = split_prose_code(content)
+        prose, code = split_prose_code(content)
+        label = None if event.headline else extractive_label(prose)
         return (
             event.session_id,
             event.agent_id,
@@ -210,7 +213,7 @@ class EventLog:
             event.role,
             event.name,
             content,
-            prose,
+            "" if prose == content else prose,
             code,
             event.headline,
             label,
@@ -225,20 +228,37 @@ class EventLog:
             1 if event.searchable else 0,
         )
 
+    def _insert_batch(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[int]:
+        # The write lock (BEGIN IMMEDIATE) is held, so AUTOINCREMENT hands out consecutive
+        # seqs after ``before`` and no other writer can slip in. Known dedup keys are looked up
+        # first: a conflicting INSERT would still burn a seq, leaving gaps on every re-import.
+        before = self._last_seq(conn)
+        known = _existing_keys(conn, rows)
+        seqs: list[int] = []
+        fresh: list[tuple[Any, ...]] = []
+        for row in rows:
+            key = (row[0], row[19])
+            if row[19] is not None and key in known:
+                seqs.append(known[key])
+                continue
+            seq = before + len(fresh) + 1
+            fresh.append(row)
+            seqs.append(seq)
+            if row[19] is not None:
+                known[key] = seq
+        conn.executemany(_INSERT, fresh)
+        if self._last_seq(conn) != before + len(fresh):
+            raise StoreError(f"{self.path}: seqs were not assigned consecutively; nothing written")
+        if self.has_fts5 and fresh:
+            conn.execute(_INDEX_NEW_ROWS, (before,))
+        return seqs
+
     @staticmethod
-    def _insert(conn: sqlite3.Connection, row: tuple[Any, ...]) -> int:
-        # Look before inserting: a conflicting INSERT would still burn an AUTOINCREMENT value,
-        # leaving gaps in seq on every re-import. The write lock (BEGIN IMMEDIATE) is held, so
-        # no other writer can slip in between the look and the insert.
-        session_id, dedup_key = row[0], row[19]
-        if dedup_key is not None:
-            existing = conn.execute(
-                "SELECT seq FROM conversation_history WHERE session_id = ? AND dedup_key = ?",
-                (session_id, dedup_key),
-            ).fetchone()
-            if existing is not None:
-                return int(existing[0])
-        return int(conn.execute(_INSERT, row).fetchone()[0])
+    def _last_seq(conn: sqlite3.Connection) -> int:
+        row = conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'conversation_history'"
+        ).fetchone()
+        return int(row[0]) if row else 0
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -269,10 +289,7 @@ class EventLog:
 
     def last_seq(self) -> int:
         """Return the highest seq ever assigned (0 for an empty log)."""
-        row = self._conn.execute(
-            "SELECT seq FROM sqlite_sequence WHERE name = 'conversation_history'"
-        ).fetchone()
-        return int(row[0]) if row else 0
+        return self._last_seq(self._conn)
 
     def count(self) -> int:
         """Return the number of events."""
@@ -289,7 +306,9 @@ class EventLog:
         if event.payload_sha256 is None or event.payload_size is None:
             return None
         ref_type = ToolResultRef if event.kind == "tool_result" else ArtifactRef
-        return ref_type(event.seq, event.payload_sha256, event.payload_size, event.content, self.payloads)
+        return ref_type(
+            event.seq, event.payload_sha256, event.payload_size, event.content, self.payloads
+        )
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Run a read query on the log's own connection (for trusted library code only)."""
@@ -299,8 +318,32 @@ class EventLog:
             raise _store_error(self.path, "read", exc) from exc
 
     def _select(self, where: str, params: Sequence[Any]) -> list[Event]:
-        rows = self.execute(f"SELECT * FROM conversation_history WHERE {where} ORDER BY seq", params)
+        rows = self.execute(
+            f"SELECT * FROM conversation_history WHERE {where} ORDER BY seq", params
+        )
         return [Event.from_row(row) for row in rows]
+
+
+def _existing_keys(
+    conn: sqlite3.Connection, rows: list[tuple[Any, ...]]
+) -> dict[tuple[str, str], int]:
+    """Return ``{(session_id, dedup_key): seq}`` for the batch's keys already in the log."""
+    by_session: dict[str, list[str]] = {}
+    for row in rows:
+        if row[19] is not None:
+            by_session.setdefault(row[0], []).append(row[19])
+    found: dict[tuple[str, str], int] = {}
+    for session_id, keys in by_session.items():
+        for start in range(0, len(keys), 500):
+            chunk = keys[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, seq in conn.execute(
+                "SELECT dedup_key, seq FROM conversation_history "
+                f"WHERE session_id = ? AND dedup_key IN ({marks})",
+                (session_id, *chunk),
+            ):
+                found[(session_id, key)] = int(seq)
+    return found
 
 
 def _dumps(value: Any) -> str:
@@ -342,6 +385,10 @@ def _reject_foreign(conn: sqlite3.Connection, path: Path) -> None:
             f"(tables: {', '.join(sorted(tables)[:5])}); point --store at another folder",
             path=str(path),
         )
+
+
+def _unusable(path: Path, exc: sqlite3.DatabaseError) -> IntegrityError:
+    return IntegrityError(f"{path} is not a usable Event Log: {exc}", path=str(path))
 
 
 def _store_error(path: Path, action: str, exc: sqlite3.DatabaseError) -> StoreError:

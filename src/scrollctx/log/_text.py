@@ -12,7 +12,7 @@ __all__ = ["LABEL_MAX_CHARS", "extractive_label", "split_prose_code"]
 
 LABEL_MAX_CHARS = 120
 
-_FENCE = re.compile(r"(^|\n)(```|~~~)[^\n]*\n(.*?)(\n\2[ \t]*(?=\n|$)|$)", re.DOTALL)
+_FENCES = ("```", "~~~")
 _SESSION_TAG = re.compile(r"^\s*\[Session [^\]]*\]\s*(\w+:\s*)?")
 _FILLER = re.compile(
     r"^(certainly|sure|of course|great|absolutely|okay|ok|yes|hi|hello|hey)( there)?[!.,]+\s*",
@@ -25,18 +25,31 @@ def split_prose_code(content: str) -> tuple[str, str]:
     """Split fenced code blocks out of ``content``.
 
     Returns ``(prose, code)``: the prose keeps a ``‹code›`` marker where each block stood, the
-    code column holds the blocks' bodies joined by blank lines. Text without fences is all prose.
+    code column holds the blocks' bodies joined by blank lines. Text without fences is all prose;
+    an unclosed fence runs to the end of the text.
     """
     if "```" not in content and "~~~" not in content:
         return content, ""
+    prose: list[str] = []
     blocks: list[str] = []
-
-    def _take(match: re.Match[str]) -> str:
-        blocks.append(match.group(3))
-        return f"{match.group(1)}‹code›"
-
-    prose = _FENCE.sub(_take, content)
-    return prose, "\n\n".join(blocks)
+    body: list[str] = []
+    fence = ""
+    for line in content.split("\n"):
+        marker = line.lstrip()[:3]
+        if not fence:
+            if marker in _FENCES:
+                fence, body = marker, []
+                prose.append("‹code›")
+            else:
+                prose.append(line)
+        elif line.rstrip().startswith(fence) and not line.rstrip().strip(fence[0]):
+            blocks.append("\n".join(body))
+            fence = ""
+        else:
+            body.append(line)
+    if fence:
+        blocks.append("\n".join(body))
+    return "\n".join(prose), "\n\n".join(blocks)
 
 
 def extractive_label(content: str, max_chars: int = LABEL_MAX_CHARS) -> str | None:
