@@ -49,6 +49,13 @@ def test_stdout_cap_keeps_the_head_and_says_what_was_hidden(tmp_path: Path) -> N
     assert "TAIL" not in text
 
 
+def test_binary_writes_to_stdout_buffer_are_captured(shared: Session) -> None:
+    result = shared.kernel.run_cell(
+        "import sys\nsys.stdout.buffer.write(b'raw \\xff bytes\\n')\nprint('text')"
+    )
+    assert result.stdout == "raw \ufffd bytes\ntext\n"
+
+
 def test_stderr_is_captured_apart_from_stdout(shared: Session) -> None:
     result = shared.kernel.run_cell("import sys\nprint('out')\nprint('warned', file=sys.stderr)")
     assert (result.stdout, result.stderr) == ("out\n", "warned\n")

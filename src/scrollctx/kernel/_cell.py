@@ -61,6 +61,27 @@ class CappedText(io.TextIOBase):
     def getvalue(self) -> str:
         return "".join(self._parts)
 
+    @property
+    def buffer(self) -> _BytesInto:
+        """A binary view (``sys.stdout.buffer.write(b"...")``), decoded as UTF-8 into the text."""
+        return _BytesInto(self)
+
+
+class _BytesInto(io.RawIOBase):
+    """Binary writes decoded (UTF-8, invalid bytes replaced) into a :class:`CappedText`."""
+
+    def __init__(self, text: CappedText) -> None:
+        super().__init__()
+        self._text = text
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        chunk = bytes(data)
+        self._text.write(chunk.decode("utf-8", "replace"))
+        return len(chunk)
+
 
 @dataclass(slots=True)
 class CellOutcome:
