@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ OPS = st.one_of(
     st.tuples(st.just("nudge"), st.integers(1, 20)),
     st.tuples(st.just("tools"), st.lists(st.integers(1, 250), min_size=1, max_size=3)),
     st.tuples(st.just("reply"), st.integers(1, 120)),
+    st.tuples(st.just("restart"), st.just(0)),
 )
 
 
@@ -88,21 +90,25 @@ def test_properties_hold_after_any_appends_and_evictions(
     provider: str,
     headroom: float | None,
 ) -> None:
-    folder = Path(tempfile.mkdtemp(dir=fast_dir))
-    with EventLog.open(folder / "history.db") as log:
-        view = WorkingView(
-            log,
-            "s",
-            "system",
-            budget_tokens=budget,
-            rho=rho,
-            k=k,
-            tail_groups=tail,
-            keep_results=keep,
-            evict_to=None if headroom is None else headroom * rho,
-        )
+    path = Path(tempfile.mkdtemp(dir=fast_dir)) / "history.db"
+    settings: dict[str, Any] = {
+        "budget_tokens": budget,
+        "rho": rho,
+        "k": k,
+        "tail_groups": tail,
+        "keep_results": keep,
+        "evict_to": None if headroom is None else headroom * rho,
+    }
+    with ExitStack() as stack:
+        log = stack.enter_context(EventLog.open(path))
+        view = WorkingView(log, "s", "system", **settings)
         session = Session(view, provider=provider)
         for op in ops:
+            if op[0] == "restart":
+                # A new process: a new EventLog and a view rebuilt from the file alone.
+                log = stack.enter_context(EventLog.open(path))
+                view = session.view = WorkingView.restore(log, "s", "system", **settings)
+                continue
             _run(session, op)
             session.persist()
             before = view.index_text()
@@ -323,3 +329,24 @@ def test_evicting_further_down_evicts_less_often(fast_dir: Path) -> None:
     assert 0 < counts[1] < counts[0]
     with EventLog.open(fast_dir / "unused.db") as log, pytest.raises(UsageError, match="evict_to"):
         WorkingView(log, "s", budget_tokens=100, rho=0.5, evict_to=0.6)
+
+
+def test_restore_after_a_crash_between_a_call_and_its_result(view_log: EventLog) -> None:
+    view = WorkingView(view_log, "s", "", budget_tokens=5000)
+    session = Session(view)
+    session.user(5)
+    view.append(
+        {
+            "role": "assistant",
+            "content": "Calling.",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+            ],
+        }
+    )
+    again = WorkingView.restore(view_log, "s", "", budget_tokens=5000)
+    with pytest.raises(UsageError, match="await results"):
+        again.add({"role": "user", "content": "hello?"})
+    again.append({"role": "tool", "tool_call_id": "c1", "content": "interrupted by a restart"})
+    check_provider_messages(again)
+    assert [t.role for t in again.turns] == ["user", "assistant", "tool"]
