@@ -114,3 +114,16 @@ def test_simulate_through_the_console_script(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert data["steps"] == 5 and data["calls"] == 10
     assert not (tmp_path / ".scroll").exists()
+
+
+def test_view_of_a_tampered_index_exits_3(store_dir: Path, capsys: Capture) -> None:
+    from scrollctx.log import NewEvent
+
+    assert run([*SIMULATE, "--steps", "3", "--store", str(store_dir), "--json"]) == 0
+    capsys.readouterr()
+    with EventLog.open(store_dir / "history.db") as log:
+        log.append(NewEvent(session_id="simulation", kind="eviction_index", metadata={"x": 1}))
+    args = ["view", "--store", str(store_dir), "--session", "simulation", "--json"]
+    assert run(args) == 3
+    error = json.loads(capsys.readouterr().err)["error"]
+    assert error["type"] == "IntegrityError" and "malformed" in error["message"]

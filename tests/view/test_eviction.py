@@ -350,3 +350,15 @@ def test_restore_after_a_crash_between_a_call_and_its_result(view_log: EventLog)
     again.append({"role": "tool", "tool_call_id": "c1", "content": "interrupted by a restart"})
     check_provider_messages(again)
     assert [t.role for t in again.turns] == ["user", "assistant", "tool"]
+
+
+def test_a_malformed_index_event_is_an_integrity_error(view_log: EventLog) -> None:
+    from scrollctx.errors import IntegrityError
+    from scrollctx.log import NewEvent
+
+    view = WorkingView(view_log, "s", "", budget_tokens=5000)
+    view.append({"role": "user", "content": "hello"})
+    view_log.append(NewEvent(session_id="s", kind=INDEX_KIND, metadata={"k": 4}))
+    with pytest.raises(IntegrityError, match="eviction index at seq 2 is malformed"):
+        WorkingView.restore(view_log, "s", budget_tokens=5000)
+    assert view_log.count() == 2

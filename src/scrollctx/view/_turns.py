@@ -8,7 +8,7 @@ byte-for-byte what came in. Text blocks record only their length ``n``; their te
 matching slice of :attr:`Turn.text` (blocks are joined with ``TEXT_JOIN``), so the log keeps
 each text once, in ``content``, where search and payload externalization already work.
 
-Persisted shape: ``metadata["view"]`` of the turn's event, the dict from :meth:`Turn.to_meta`.
+Persisted shape: ``metadata["view_turn"]`` of the turn's event, the dict from :meth:`Turn.to_meta`.
 An event enters the working view if and only if it carries that key.
 """
 
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 PROVIDERS = ("openai", "anthropic")
-VIEW_KEY = "view"
+VIEW_KEY = "view_turn"
 TEXT_JOIN = "\n\n"
 _ROLE_KIND = {"user": Kind.USER_MESSAGE, "assistant": Kind.MODEL_TURN, "tool": Kind.TOOL_RESULT}
 _REASONING_TYPES = ("thinking", "redacted_thinking")
@@ -107,7 +107,7 @@ class Turn:
         return "\n".join(parts)
 
     def to_meta(self) -> dict[str, Any]:
-        """Return the JSON-able ``metadata["view"]`` that rebuilds this turn from its event."""
+        """Return the JSON-able ``metadata["view_turn"]`` that rebuilds this turn from its event."""
         return {
             "v": 1,
             "role": self.role,

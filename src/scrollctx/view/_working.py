@@ -38,7 +38,7 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrollctx.errors import ContextOverflow, StoreError, UsageError
+from scrollctx.errors import ContextOverflow, IntegrityError, StoreError, UsageError
 from scrollctx.log import Event, EventLog, NewEvent
 from scrollctx.view._eviction import (
     Group,
@@ -479,7 +479,8 @@ class WorkingView:
 
     def _write_index(self, plan: _Plan) -> int:
         index = plan.index or self.index
-        remaining = [t for t in self._turns if all(t is not d for d in plan.drops)]
+        dropped = {id(t) for t in plan.drops}
+        remaining = [t for t in self._turns if id(t) not in dropped]
         state = self._view_state(remaining, index, extra_folds=plan.folds, extra_pin=plan.pin)
         data = index.to_data(state)
         data["counters"].update(self._counters(plan))
@@ -558,16 +559,25 @@ class WorkingView:
         when there is one.
         """
         latest = _latest_index_event(log, session_id)
-        if latest is not None:
-            settings["k"] = int(latest.metadata["k"])
-        view = cls(log, session_id, system_prompt, **settings)
         state: dict[str, Any] = {"live_from": 1, "pinned": [], "folded": []}
-        if latest is not None:
-            view.index = EvictionIndex.from_data(latest.metadata)
-            view._set_index_text(view.index.render())
-            state = latest.metadata.get("view_state", state)
-            view._restore_metrics(latest.metadata["counters"])
-        view._restore_turns(state, after_index=latest.seq if latest else 0)
+        try:
+            if latest is not None:
+                settings["k"] = int(latest.metadata["k"])
+            view = cls(log, session_id, system_prompt, **settings)
+            if latest is not None:
+                view.index = EvictionIndex.from_data(latest.metadata)
+                view._set_index_text(view.index.render())
+                state = latest.metadata.get("view_state", state)
+                view._restore_metrics(latest.metadata["counters"])
+            view._restore_turns(state, after_index=latest.seq if latest else 0)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            where = f"the eviction index at seq {latest.seq}" if latest else "a view event"
+            raise IntegrityError(
+                f"cannot restore session {session_id!r} from {log.path}: {where} is malformed "
+                f"({type(exc).__name__}: {exc}); the events were not written by this version "
+                "of scrollctx or were edited",
+                path=str(log.path),
+            ) from exc
         return view
 
     def _restore_turns(self, state: dict[str, Any], *, after_index: int) -> None:
