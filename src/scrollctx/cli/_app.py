@@ -80,7 +80,8 @@ def invoke(group: click.Group, args: Sequence[str] | None = None) -> int:
     as_json = "--json" in argv
     debug = "--debug" in argv or os.environ.get("SCROLL_DEBUG", "").lower() in {"1", "true"}
     try:
-        group.main(args=argv, prog_name="scroll", standalone_mode=False)
+        # With standalone_mode=False, click returns ctx.exit(n)'s code instead of raising it.
+        outcome = group.main(args=argv, prog_name="scroll", standalone_mode=False)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:
@@ -101,7 +102,7 @@ def invoke(group: click.Group, args: Sequence[str] | None = None) -> int:
             raise
         message = f"unexpected {type(exc).__name__}: {exc} (rerun with --debug for the traceback)"
         return _fail("InternalError", message, 1, as_json)
-    return 0
+    return outcome if isinstance(outcome, int) else 0
 
 
 def _fail(kind: str, message: str, code: int, as_json: bool) -> int:

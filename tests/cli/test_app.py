@@ -1,0 +1,76 @@
+"""Exit codes and error output of the ``scroll`` command, decided in one place."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+
+from scrollctx.cli._app import invoke, make_group
+from scrollctx.errors import IntegrityError, UsageError
+
+
+def _group_with(callback: object) -> click.Group:
+    group = make_group()
+
+    @group.command()
+    def probe() -> None:
+        """Probe. Example: scroll probe"""
+        callback()  # type: ignore[operator]
+
+    return group
+
+
+def test_ctx_exit_code_is_kept() -> None:
+    def leave() -> None:
+        click.get_current_context().exit(4)
+
+    assert invoke(_group_with(leave), ["probe"]) == 4
+
+
+@pytest.mark.parametrize("error,code", [(UsageError("bad flag"), 2), (IntegrityError("torn"), 3)])
+def test_scroll_errors_map_to_their_exit_code(
+    error: Exception, code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def fail() -> None:
+        raise error
+
+    assert invoke(_group_with(fail), ["probe"]) == code
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip() == f"Error: {error}"
+
+
+def test_json_errors_are_one_object_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    group = make_group()
+
+    @group.command()
+    @click.option("--json", "json_", is_flag=True)
+    def probe(json_: bool) -> None:
+        """Probe. Example: scroll probe --json"""
+        raise UsageError("nothing to show")
+
+    assert invoke(group, ["probe", "--json"]) == 2
+    err = json.loads(capsys.readouterr().err)
+    assert err == {"error": {"type": "UsageError", "message": "nothing to show"}}
+
+
+def test_unexpected_exception_is_one_line_with_a_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    def crash() -> None:
+        raise RuntimeError("boom")
+
+    assert invoke(_group_with(crash), ["probe"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--debug" in err and "Traceback" not in err
+
+
+def test_usage_error_from_click_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert invoke(_group_with(lambda: None), ["probe", "--nope"]) == 2
+    assert "--nope" in capsys.readouterr().err
+
+
+def test_interrupt_exits_130() -> None:
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    assert invoke(_group_with(interrupt), ["probe"]) == 130
