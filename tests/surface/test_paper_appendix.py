@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import traceback
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -158,7 +159,8 @@ def paper_run(paper_ms: MemorySurface) -> dict[str, str]:
 
 
 def _first_seqs(output: str) -> list[int]:
-    return [int(line.split()[0]) for line in output.splitlines() if line[:1].isdigit()]
+    # Hit lines start "seq step_index ..."; a snippet may span lines, so demand both numbers.
+    return [int(m.group(1)) for m in re.finditer(r"^(\d+) \d+ ", output, re.M)]
 
 
 def test_every_block_runs(paper_run: dict[str, str]) -> None:
@@ -200,7 +202,8 @@ def test_d4_summarization_paging(paper_run: dict[str, str], paper_ms: MemorySurf
     assert "=== Session 66 (2023-04-13)" in paper_run["24"]
     assert "########## SESSION 61 (2023-04-08) ##########" in paper_run["25"]
     assert paper_run["25"].count("\n--- seq ") == 7 * 6
-    assert {15138, 15489, 16678, 16824}.issubset(_first_seqs(paper_run["26"].split("\n", 1)[1]))
+    growth = {int(seq) for seq in re.findall(r"^(\d+) \[Session", paper_run["26"], re.M)}
+    assert {15138, 15489, 16678, 16824}.issubset(growth)
     assert paper_run["27"].count("=== seq ") == 8
     assert "HIT 16009" in paper_run["28"] and "HIT 16018" in paper_run["28"]
     assert "Journaling" in paper_run["29"]

@@ -8,6 +8,7 @@ import pytest
 from surface_helpers import write_store
 
 from scrollctx.errors import QueryError
+from scrollctx.log import EventLog, NewEvent
 from scrollctx.surface import Budgets, MemorySurface, ResultRows, open_surface
 
 
@@ -239,11 +240,19 @@ def test_notes_collect_until_drained(ms: MemorySurface) -> None:
     assert ms.drain_notes() == []
 
 
-def test_time_budget_cut_is_partial_and_says_so(store_path: Path) -> None:
-    with open_surface(store_path, budgets=Budgets(seconds=1e-9)) as ms:
-        rows = ms.search("the OR car OR tolls OR pamela OR vendor OR paris", k=5)
-        assert rows.partial
+def test_time_budget_cut_is_partial_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    with EventLog.open(path) as log:
+        log.append_many(
+            NewEvent(session_id="s", kind="conversation", content=f"filler words {i} and more")
+            for i in range(3000)
+        )
+    with open_surface(path, budgets=Budgets(seconds=1e-9)) as ms:
+        rows = ms.search("filler words", k=5)
+        assert rows == [] and rows.partial
         assert any("time budget" in note for note in rows.notes)
+    with open_surface(path) as ms:
+        assert len(ms.search("filler words", k=5)) == 5
 
 
 def test_k_above_the_row_budget_is_capped_with_a_note(store_path: Path) -> None:

@@ -137,12 +137,22 @@ class ParsedQuery:
             return None
         return self._with_negatives(" AND ".join(c.fts() for c in clauses))
 
-    def or_expression(self) -> str | None:
+    def or_expression(self, terms: list[Term] | None = None) -> str | None:
         """Compile the broadened pass: any content term, minus the negated clauses."""
-        terms = self.or_terms()
+        terms = self.or_terms() if terms is None else terms
         if not terms:
             return None
         return self._with_negatives(" OR ".join(t.fts() for t in terms))
+
+    def restricted_or_expression(self, candidates: list[Term], scored: list[Term]) -> str:
+        """Compile an OR pass whose rows must hold a ``candidates`` term, scored on ``scored``.
+
+        Every phrase of the expression counts in bm25, so ``scored`` terms still rank the rows
+        (candidate terms count twice, which favours the rarer, more specific words).
+        """
+        pick = " OR ".join(t.fts() for t in candidates)
+        every = " OR ".join(t.fts() for t in scored)
+        return self._with_negatives(f"({pick}) AND ({every})")
 
     def _with_negatives(self, expression: str) -> str:
         for clause in self.negatives:

@@ -1,10 +1,13 @@
 """Full-text search over ``hist``: a strict AND pass, then a BM25-ranked OR pass to fill up to k.
 
-Ranking is FTS5 ``bm25`` with column weights prose 10, code 0.5, headline 5: a turn is found by
-what was said, a fenced code block counts little (it is long and repetitive), a headline a lot.
+Ranking is FTS5 ``bm25`` with column weights prose 1, code 0.5, headline 2: a fenced code block
+counts half (long and repetitive), a headline (the model's own summary of the turn) double.
+These weights were chosen on the retrieval benchmark (``scroll bench retrieval``): prose-heavy
+weights such as 10/0.5/5 lost about 0.05 recall@5 on BEAM, whose turns mix prose and code.
 The OR pass (only when the AND pass found fewer than k rows) searches the query's content terms
-(stopwords dropped), so long natural-language questions still reach BM25-ranked rows; its rows
-come after the AND hits, deduplicated, with ``broadened=True``.
+(stopwords dropped; see ``_broaden`` for how common terms are handled), so long
+natural-language questions still reach BM25-ranked rows; its rows come after the AND hits,
+deduplicated, with ``broadened=True``.
 
 Without FTS5 in the store, search degrades to LIKE over the content and every result says so.
 Invariant: no query text ever raises; a budget that cuts the search leaves ``partial=True`` and a
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from scrollctx.errors import QueryError
+from scrollctx.surface._broaden import TermStats, broad_expression
 from scrollctx.surface._filters import Filters
 from scrollctx.surface._guard import BudgetExceeded, Deadline
 from scrollctx.surface._query import ParsedQuery, Term, parse_query
@@ -26,7 +30,7 @@ from scrollctx.surface._rows import Budgets, ResultRows, as_dict, load_json, row
 
 __all__ = ["BM25_WEIGHTS", "LIKE_NOTE", "SearchOptions", "Searcher"]
 
-BM25_WEIGHTS = (10.0, 0.5, 5.0)
+BM25_WEIGHTS = (1.0, 0.5, 2.0)
 """bm25() column weights for (prose, code, headline)."""
 
 SNIPPET_TOKENS = 40
@@ -89,6 +93,7 @@ class Searcher:
         self._conn = conn
         self._deadline = deadline
         self._budgets = budgets
+        self._stats = TermStats(conn)
         self.has_fts5 = has_fts5
 
     def search(self, query: object, filters: Filters, options: SearchOptions) -> ResultRows:
@@ -150,18 +155,27 @@ class Searcher:
     ) -> list[dict[str, Any]]:
         strict = parsed.and_expression()
         hits = self._fts(strict, filters, options, set(), result) if strict else []
-        broad = parsed.or_expression()
-        if len(hits) >= options.k or broad is None or broad == strict:
+        if len(hits) >= options.k:
             return hits
-        seen = {row["seq"] for row in hits}
         try:
-            extra = self._fts(broad, filters, options, seen, result)
+            broad = self._broad(parsed)
+            if broad is None or broad == strict:
+                return hits
+            extra = self._fts(broad, filters, options, {row["seq"] for row in hits}, result)
         except BudgetExceeded:
             result.note(self._time_note("the broadened (OR) pass of search"), partial=True)
             extra = []
         for row in extra:
             row["broadened"] = True
         return hits + extra[: options.k - len(hits)]
+
+    def _broad(self, parsed: ParsedQuery) -> str | None:
+        try:
+            return broad_expression(parsed, self._stats)
+        except sqlite3.OperationalError as exc:
+            if self._deadline.expired:
+                raise BudgetExceeded from None
+            raise _FtsRejected(str(exc)) from exc
 
     def _fts(
         self,
