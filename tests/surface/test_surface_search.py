@@ -292,3 +292,11 @@ def test_like_fallback_finds_and_broadens(like_store: Path) -> None:
         assert _seqs(ms.search("C++", k=1)) == [6]
         assert _seqs(ms.search('"red car"', k=5)) == [10]
         assert ms.search("100%_done", k=3) == []
+
+
+def test_like_snippet_centres_on_the_match(like_store: Path) -> None:
+    with open_surface(like_store) as ms:
+        hit = ms.search("Marseille", k=1)[0]
+        assert hit["seq"] == 12 and "«Marseille»" in hit["snippet"]
+        assert len(hit["snippet"].replace("«", "").replace("»", "")) <= 202
+        assert "«C++»" in ms.search("C++", k=1)[0]["snippet"]

@@ -109,7 +109,7 @@ class Searcher:
             except BudgetExceeded:
                 raw = []
                 result.note(self._time_note("search"), partial=True)
-        self._shape(raw, options, result)
+        self._shape(raw, options, result, _snippet_words(parsed))
         return result
 
     def _check_k(self, options: SearchOptions, result: ResultRows) -> SearchOptions:
@@ -262,7 +262,13 @@ class Searcher:
             raise
         return rows
 
-    def _shape(self, raw: list[dict[str, Any]], options: SearchOptions, result: ResultRows) -> None:
+    def _shape(
+        self,
+        raw: list[dict[str, Any]],
+        options: SearchOptions,
+        result: ResultRows,
+        words: list[str],
+    ) -> None:
         used = 0
         for row in raw:
             row.pop("matched", None)
@@ -272,7 +278,7 @@ class Searcher:
             if not options.snippet:
                 row["snippet"] = ""
             elif not row["snippet"]:
-                row["snippet"] = shorten(full, 200, row["seq"]) if not self.has_fts5 else ""
+                row["snippet"] = "" if self.has_fts5 else _window(full, words)
             row.setdefault("broadened", False)
             used += row_bytes(row)
             if used > self._budgets.bytes:
@@ -298,3 +304,25 @@ def _like_patterns(terms: list[Term]) -> list[str]:
         text = text or term.text
         patterns.append("%" + re.sub(r"([\\%_])", r"\\\1", text) + "%")
     return patterns
+
+
+def _snippet_words(parsed: ParsedQuery) -> list[str]:
+    return [
+        term.text.strip(_EDGE_PUNCT).lower() if term.kind == "word" else term.text.lower()
+        for clause in parsed.positives
+        for term in clause.terms
+    ]
+
+
+def _window(text: str, words: list[str], width: int = 200) -> str:
+    """A LIKE-mode snippet: ``width`` chars around the first matched word, words in «»."""
+    lower = text.lower()
+    found = [(lower.find(w), w) for w in words if w and w in lower]
+    start = max(0, min(found)[0] - width // 3) if found else 0
+    piece = text[start : start + width]
+    if found:
+        alternatives = sorted({re.escape(w) for _, w in found}, key=len, reverse=True)
+        piece = re.sub(f"(?i)({'|'.join(alternatives)})", r"«\1»", piece)
+    head = "…" if start else ""
+    tail = "…" if start + width < len(text) else ""
+    return head + " ".join(piece.split()) + tail
