@@ -46,7 +46,7 @@ _PUBLIC = (
     "days_between", "drain_notes", "help",
 )  # fmt: skip
 _SQL_CAP_NOTE = (
-    "sql_query hit the {cap}-row cap -- matching rows beyond the first {cap} were NOT returned; "
+    "{what} hit the {cap}-row cap -- matching rows beyond the first {cap} were NOT returned; "
     "narrow with WHERE or page with LIMIT/OFFSET"
 )
 
@@ -333,35 +333,48 @@ class MemorySurface:
             f"SELECT {_FULL_COLUMNS} FROM hist.conversation_history AS c "
             f"WHERE {where} ORDER BY c.seq LIMIT ?"
         )
-        cap = self._budgets.rows
         result = ResultRows()
-        used = 0
         with self._deadline.running(self._budgets.seconds):
             try:
-                cursor = self._conn.execute(sql, (*params, cap + 1))
-                for values in cursor:
-                    if len(result) == cap:
-                        result.note(
-                            f"{what} stopped after {cap} rows (row budget) at seq "
-                            f"{result[-1]['seq']}; continue after that seq",
-                            partial=True,
-                        )
-                        break
-                    row = self._full_row(as_dict(cursor, values), result)
-                    used += row_bytes(row)
-                    if used > self._budgets.bytes and result:
-                        result.note(
-                            f"{what} stopped at seq {result[-1]['seq']}: the "
-                            f"{self._budgets.bytes}-byte budget ran out; continue after that "
-                            "seq or ask for fewer rows",
-                            partial=True,
-                        )
-                        break
-                    result.append(row)
+                cursor = self._conn.execute(sql, (*params, self._budgets.rows + 1))
+                self._collect(cursor, result, what, full=True)
             except sqlite3.OperationalError as exc:
                 self._raise_unless_timeout(exc, sql)
                 result.note(self._time_note(what), partial=True)
         return result
+
+    def _collect(
+        self, cursor: sqlite3.Cursor, result: ResultRows, what: str, *, full: bool
+    ) -> None:
+        """Move rows from ``cursor`` into ``result`` until a row or byte budget stops it."""
+        used = 0
+        for values in cursor:
+            if len(result) == self._budgets.rows:
+                result.note(self._row_cap_note(what, result, full), partial=True)
+                result.truncated = not full
+                return
+            row = as_dict(cursor, values)
+            if full:
+                row = self._full_row(row, result)
+            used += row_bytes(row)
+            if used > self._budgets.bytes and result:
+                result.note(
+                    f"{what} stopped after {len(result)} rows (last seq "
+                    f"{result[-1].get('seq', '?')}): the {self._budgets.bytes}-byte budget ran "
+                    "out -- ask for fewer rows or columns (substr(content, 1, N)), or page with "
+                    "LIMIT/OFFSET",
+                    partial=True,
+                )
+                return
+            result.append(row)
+
+    def _row_cap_note(self, what: str, result: ResultRows, full: bool) -> str:
+        if not full:
+            return _SQL_CAP_NOTE.format(what=what, cap=self._budgets.rows)
+        return (
+            f"{what} stopped after {self._budgets.rows} rows (row budget) at seq "
+            f"{result[-1]['seq']}; continue after that seq"
+        )
 
     def _full_row(self, row: dict[str, Any], result: ResultRows) -> dict[str, Any]:
         row["metadata"] = load_json(row["metadata"]) or {}
@@ -387,28 +400,10 @@ class MemorySurface:
                 query=sql,
             )
         args = _sql_params(params, sql)
-        cap = self._budgets.rows
         result = ResultRows()
-        used = 0
         with self._deadline.running(self._budgets.seconds):
             try:
-                cursor = self._conn.execute(sql, args)
-                for values in cursor:
-                    if len(result) == cap:
-                        result.truncated = True
-                        result.note(_SQL_CAP_NOTE.format(cap=cap), partial=True)
-                        break
-                    row = as_dict(cursor, values)
-                    used += row_bytes(row)
-                    if used > self._budgets.bytes and result:
-                        result.note(
-                            f"{what} stopped after {len(result)} rows: the {self._budgets.bytes}"
-                            "-byte budget ran out -- select fewer columns, use substr(content, "
-                            "1, N), or page with LIMIT/OFFSET",
-                            partial=True,
-                        )
-                        break
-                    result.append(row)
+                self._collect(self._conn.execute(sql, args), result, what, full=False)
             except (sqlite3.Warning, sqlite3.ProgrammingError) as exc:
                 raise QueryError(
                     f"{what} runs exactly one statement with matching parameters ({exc}); "
