@@ -300,3 +300,34 @@ def test_like_snippet_centres_on_the_match(like_store: Path) -> None:
         assert hit["seq"] == 12 and "«Marseille»" in hit["snippet"]
         assert len(hit["snippet"].replace("«", "").replace("»", "")) <= 202
         assert "«C++»" in ms.search("C++", k=1)[0]["snippet"]
+
+
+@pytest.fixture(scope="module")
+def ranking_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("ranking") / "history.db"
+    filler = " ".join(f"word{i}" for i in range(60))
+    contents = [f"alpha zeta {filler}", "zeta zeta zeta"]
+    contents += [f"alpha common text {i}" for i in range(28)]
+    with EventLog.open(path) as log:
+        log.append_many(NewEvent(session_id="s", kind="conversation", content=c) for c in contents)
+    return path
+
+
+def test_plain_words_rank_strict_and_broadened_rows_together(ranking_store: Path) -> None:
+    with open_surface(ranking_store) as ms:
+        rows = ms.search("alpha zeta", k=3)
+        assert [(r["seq"], r["broadened"]) for r in rows[:2]] == [(2, True), (1, False)]
+
+
+def test_explicit_operators_keep_strict_hits_first(ranking_store: Path) -> None:
+    with open_surface(ranking_store) as ms:
+        rows = ms.search("alpha AND zeta", k=3)
+        assert [(r["seq"], r["broadened"]) for r in rows[:2]] == [(1, False), (2, True)]
+
+
+def test_strict_hits_are_never_dropped_by_the_merge(ranking_store: Path) -> None:
+    with open_surface(ranking_store) as ms:
+        rows = ms.search("alpha zeta", k=1)
+        assert [r["seq"] for r in rows] == [1]  # the AND pass filled k: no OR pass
+        rows = ms.search("alpha zeta", k=2)
+        assert {r["seq"] for r in rows} == {1, 2}

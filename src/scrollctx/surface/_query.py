@@ -100,6 +100,15 @@ class ParsedQuery:
 
     clauses: list[Clause] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    has_operators: bool = False
+    """Whether OR / AND / NOT acted as an operator."""
+
+    @property
+    def is_plain(self) -> bool:
+        """Whether the query is only bare words (no operator, phrase or prefix)."""
+        return not self.has_operators and all(
+            t.kind == "word" for c in self.clauses for t in c.terms
+        )
 
     @property
     def positives(self) -> list[Clause]:
@@ -213,7 +222,7 @@ def parse_query(query: object) -> ParsedQuery:
         )
         text = text[:MAX_QUERY_CHARS]
     tokens = _lex(_CONTROL.sub(" ", text))
-    _build_clauses(tokens, parsed.clauses)
+    parsed.has_operators = _build_clauses(tokens, parsed.clauses)
     if parsed.clauses and not parsed.positives:
         # NOT needs something to subtract from; alone it is the literal word.
         parsed.clauses.insert(0, Clause([Term("NOT")]))
@@ -222,17 +231,20 @@ def parse_query(query: object) -> ParsedQuery:
     return parsed
 
 
-def _build_clauses(tokens: list[Term | str], clauses: list[Clause]) -> None:
+def _build_clauses(tokens: list[Term | str], clauses: list[Clause]) -> bool:
+    """Fill ``clauses``; return whether any operator acted as one."""
     negate_next = False
     join_or = False
+    used_operator = False
     for i, token in enumerate(tokens):
         next_is_term = i + 1 < len(tokens) and isinstance(tokens[i + 1], Term)
         if isinstance(token, str):
             if token == "NOT" and next_is_term:
-                negate_next = True
+                negate_next = used_operator = True
                 continue
             if token in ("OR", "AND") and next_is_term and clauses and not negate_next:
                 join_or = token == "OR"
+                used_operator = True
                 continue
             token = Term(token)  # an operator with nothing to operate on is a word
         if join_or:
@@ -241,6 +253,7 @@ def _build_clauses(tokens: list[Term | str], clauses: list[Clause]) -> None:
         else:
             clauses.append(Clause([token], negated=negate_next))
             negate_next = False
+    return used_operator
 
 
 def or_terms(terms: Iterable[object] | str) -> str:

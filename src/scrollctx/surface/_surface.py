@@ -150,7 +150,9 @@ class MemorySurface:
         Query: words are AND-combined; uppercase OR / AND / NOT are operators (OR binds
         tighter: `a b OR c` = a AND (b OR c)); "exact phrase"; prefix*. Anything else is
         literal text. If the AND pass finds fewer than k, an OR pass over the content words
-        fills up, its rows marked broadened=True (leads to verify).
+        fills up: plain words are then all ranked by BM25 together, while AND hits of a query
+        with operators or "phrases" stay first. Rows only the OR pass found carry
+        broadened=True (leads to verify).
         Hit keys: seq, session_id, step_index, msg_index, kind, role, created_at, date,
         headline, snippet («match» in context), content (first `chars` chars; chars=None for
         all), metadata, broadened.
