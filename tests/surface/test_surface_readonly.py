@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from surface_helpers import digest
 
-from scrollctx.errors import QueryError, StoreError
+from scrollctx.errors import IntegrityError, QueryError, StoreError
 from scrollctx.surface import open_surface
 
 ATTACKS = [
@@ -92,3 +92,16 @@ def test_the_writer_can_append_while_the_surface_reads(own_store: Path) -> None:
     with open_surface(own_store) as ms, EventLog.open(own_store) as log:
         seq = log.append(NewEvent(session_id="s9", kind="conversation", content="late arrival"))
         assert [r["seq"] for r in ms.search("late arrival")] == [seq]
+
+
+def test_a_file_that_is_not_a_store_is_an_integrity_error(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not sqlite at all" * 100)
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t(x)")
+    before = {p.name: p.read_bytes() for p in (junk, other)}
+    for path in (junk, other):
+        with pytest.raises(IntegrityError):
+            open_surface(path)
+    assert {p.name: p.read_bytes() for p in (junk, other)} == before

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from scrollctx.errors import StoreError
+from scrollctx.errors import IntegrityError, StoreError
 
 __all__ = ["BudgetExceeded", "Deadline", "connect_read_only"]
 
@@ -141,6 +141,7 @@ def connect_read_only(db_path: Path, deadline: Deadline) -> sqlite3.Connection:
 
     Raises:
         StoreError: the file is missing or cannot be attached read-only.
+        IntegrityError: the file is not a SQLite database, or not a scrollctx store.
     """
     if not db_path.is_file():
         raise StoreError(f"no Event Log at {db_path}; run `scroll ingest` or start a session first")
@@ -150,11 +151,22 @@ def connect_read_only(db_path: Path, deadline: Deadline) -> sqlite3.Connection:
     )
     try:
         conn.execute("ATTACH DATABASE ? AS hist", (read_only_uri(db_path),))
-        conn.execute("SELECT count(*) FROM hist.sqlite_master").fetchone()
+        tables = {row[0] for row in conn.execute("SELECT name FROM hist.sqlite_master")}
         conn.execute("PRAGMA query_only = 1")
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise StoreError(f"cannot open {db_path} read-only: {exc}") from exc
+        if isinstance(exc, sqlite3.OperationalError):
+            raise StoreError(f"cannot open {db_path} read-only: {exc}") from exc
+        raise IntegrityError(
+            f"{db_path} is not a usable Event Log: {exc}", path=str(db_path)
+        ) from exc
+    if not {"conversation_history", "_meta"} <= tables:
+        conn.close()
+        raise IntegrityError(
+            f"{db_path} is a SQLite database but not a scrollctx store (no conversation_history); "
+            "point --store at another folder",
+            path=str(db_path),
+        )
     conn.set_authorizer(_authorize)
     conn.set_progress_handler(deadline, _PROGRESS_OPS)
     return conn
