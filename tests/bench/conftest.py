@@ -1,0 +1,32 @@
+"""Fixtures for bench tests: the scripted OpenAI-compatible server (a test double) on loopback.
+
+The server module lives with the agent tests; it is imported from there, not copied.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
+
+from scripted_servers import ScriptedOpenAIServer, serve  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def _bench_openai_server() -> Iterator[ScriptedOpenAIServer]:
+    server = serve(ScriptedOpenAIServer)
+    assert isinstance(server, ScriptedOpenAIServer)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def openai_server(_bench_openai_server: ScriptedOpenAIServer) -> Iterator[ScriptedOpenAIServer]:
+    """The session's ScriptedOpenAIServer, emptied for this test; unserved replies fail it."""
+    _bench_openai_server.reset()
+    yield _bench_openai_server
+    assert _bench_openai_server.pending == 0, "scripted replies were left unserved"

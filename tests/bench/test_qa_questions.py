@@ -1,0 +1,93 @@
+"""Question loaders on the LongMemEval fixture and real BEAM and LoCoMo files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scrollctx.bench._questions import (
+    BEAM_ABILITIES,
+    beam_questions,
+    locomo_questions,
+    longmemeval_questions,
+)
+from scrollctx.errors import FormatError, UsageError
+
+FIXTURES = Path(__file__).resolve().parents[1] / "ingest" / "fixtures"
+LME = FIXTURES / "longmemeval_mini.json"
+
+
+def test_longmemeval_questions_and_their_histories(tmp_path: Path) -> None:
+    questions = longmemeval_questions(LME, tmp_path)
+    assert [q.qid for q in questions] == ["7a1c2e90", "c93b5d41", "e5f08a17_abs"]
+    first = questions[0]
+    assert (first.category, first.answer, first.question_date) == (
+        "temporal-reasoning",
+        "12 days",
+        "2023/06/20 (Tue) 09:15",
+    )
+    assert questions[1].answer == "4"  # an integer answer becomes text
+    assert questions[2].extra == {"abstention": True}
+    history = first.history
+    assert history.key == "longmemeval/7a1c2e90" and history.format == "longmemeval"
+    assert history.path is not None
+    saved = json.loads(history.path.read_text(encoding="utf-8"))
+    assert len(saved) == 1 and saved[0]["question_id"] == "7a1c2e90"
+
+
+def test_longmemeval_filters(tmp_path: Path) -> None:
+    assert [q.qid for q in longmemeval_questions(LME, tmp_path, categories=["abstention"])] == [
+        "e5f08a17_abs"
+    ]
+    assert len(longmemeval_questions(LME, tmp_path, limit=2)) == 2
+    with pytest.raises(UsageError, match="unknown longmemeval category bogus"):
+        longmemeval_questions(LME, tmp_path, categories=["bogus"])
+    with pytest.raises(UsageError, match="not found"):
+        longmemeval_questions(tmp_path / "missing.json", tmp_path)
+    with pytest.raises(UsageError, match="at least 1"):
+        longmemeval_questions(LME, tmp_path, limit=0)
+
+
+def test_beam_questions_every_ability(shared_data: Path) -> None:
+    chats = shared_data / "beam" / "chats"
+    questions = beam_questions(chats, "128K", limit=20)
+    assert {q.category for q in questions} == set(BEAM_ABILITIES)
+    assert all(q.history.key == "beam/100K/1" for q in questions)
+    assert questions[0].history.path == chats / "100K" / "1" / "chat.json"
+    ordering = next(q for q in questions if q.category == "event_ordering")
+    assert ordering.rubric == (
+        "Core functionality",
+        "Transaction error handling",
+        "Security and deployment",
+    )
+    assert ordering.qid == "beam/100K/1/event_ordering/0"
+    compliance = next(q for q in questions if q.category == "instruction_following")
+    assert compliance.answer.startswith("Response should include code examples")
+
+
+def test_beam_10m_has_questions_but_no_chats(shared_data: Path) -> None:
+    questions = beam_questions(shared_data / "beam" / "chats", "10M", categories=["summarization"])
+    assert len(questions) == 20  # 10 conversations x 2
+    assert all(q.history.path is None for q in questions)
+    with pytest.raises(UsageError, match="unknown BEAM size"):
+        beam_questions(shared_data / "beam" / "chats", "2M")
+
+
+def test_locomo_questions_categories(shared_data: Path, tmp_path: Path) -> None:
+    path = shared_data / "locomo" / "locomo10.json"
+    adversarial = locomo_questions(path, tmp_path, categories=["5"], limit=3)
+    assert all(q.answer == "Not mentioned in the conversation" for q in adversarial)
+    assert all(q.extra["adversarial_answer"] for q in adversarial)
+    everything = locomo_questions(path, tmp_path)
+    assert len(everything) == 1986
+    assert len({q.history.key for q in everything}) == 10
+    assert everything[0].qid == "locomo/conv-26/0"
+
+
+def test_locomo_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}", encoding="utf-8")
+    with pytest.raises(FormatError, match="not a LoCoMo file"):
+        locomo_questions(bad, tmp_path)
