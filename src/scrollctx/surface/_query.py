@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Literal
 
 __all__ = ["STOPWORDS", "Clause", "ParsedQuery", "Term", "or_terms", "parse_query"]
 
@@ -29,6 +30,8 @@ MAX_QUERY_CHARS = 4000
 
 MAX_OR_TERMS = 64
 """The broadened (OR) pass uses at most this many distinct content terms."""
+
+TermKind = Literal["word", "phrase", "prefix"]
 
 _OPERATORS = frozenset({"OR", "AND", "NOT"})
 _WORD = re.compile(r"[^\W_]+")
@@ -58,7 +61,7 @@ class Term:
     """One literal search term: a word chunk, a quoted phrase, or a prefix."""
 
     text: str
-    kind: str = "word"  # "word" | "phrase" | "prefix"
+    kind: TermKind = "word"
 
     def fts(self) -> str:
         """Return the term as an FTS5 string, safe against every FTS5 operator."""
