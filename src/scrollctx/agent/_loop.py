@@ -1,0 +1,402 @@
+"""The CodeAct loop: a generator of typed events over one session's context and tools.
+
+Each step: the context policy evicts to its budget and builds the request (with the kernel's
+namespace digest); the backend is called; the response is appended (the view parses its
+headline and binds it to the response's ``seq``); each tool call runs and its observation is
+appended. A model without tool calls gets the code of its fenced blocks run as a cell.
+
+Invariants:
+
+- Every event is appended to the Event Log before it is yielded; every model call is a
+  ``model_turn`` event carrying ``metadata.model_call`` (model, usage, latency), every action a
+  ``tool_result`` event (recall observations with ``searchable=False``).
+- A run always ends with exactly one :class:`RunFinished`: an answer (``submit_answer``), a chat
+  reply, or an explicit failure (step limit, token budget, provider error after retries, a
+  context that cannot fit, a kernel that cannot start), recorded as a ``system`` event with
+  ``metadata.run_end`` and in the JSON trace. Never silently.
+- A provider that rejects the input as too long (:class:`ContextTooLong`) gets one retry with a
+  context the policy shrank; a second rejection ends the run as a failure.
+- Answers arrive as :class:`AnswerSubmitted`, a ``BaseException`` only this module catches.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Generator, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scrollctx.agent._events import (
+    AgentEvent,
+    ContextEvicted,
+    ModelStep,
+    RunFinished,
+    RunMetrics,
+    RunStarted,
+    ToolStep,
+)
+from scrollctx.agent._policy import ContextPolicy, PreparedContext
+from scrollctx.agent._prompts import read_prompt
+from scrollctx.agent._tools import AgentTool, AnswerSubmitted, Observation, ToolContext, Toolset
+from scrollctx.agent._trace import TraceRecorder
+from scrollctx.agent.backends import (
+    Backend,
+    ChatRequest,
+    Completion,
+    ToolCall,
+    extract_code_blocks,
+    redact,
+)
+from scrollctx.errors import (
+    BackendError,
+    ContextOverflow,
+    ContextTooLong,
+    KernelError,
+    StoreError,
+    UsageError,
+)
+from scrollctx.log import Kind, NewEvent
+from scrollctx.view import estimate_tokens, parse_headline, strip_headline
+
+__all__ = ["AgentLoop", "Limits", "new_id"]
+
+_Steps = Generator[AgentEvent, None, "_Outcome | None"]
+_FAILURES = (BackendError, ContextOverflow, KernelError, StoreError, UsageError)
+
+
+def new_id(prefix: str) -> str:
+    """A fresh id such as ``run-1a2b3c4d5e6f``."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """When a run gives up: after ``max_steps`` model calls, or ``max_tokens`` in+out tokens."""
+
+    max_steps: int = 30
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise UsageError(f"max_steps must be at least 1, got {self.max_steps}")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UsageError(f"max_tokens must be positive, got {self.max_tokens}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    status: str
+    answer: str | None = None
+    failure: str | None = None
+
+
+@dataclass(slots=True)
+class _Run:
+    run_id: str
+    task: str
+    trace: TraceRecorder
+    started: float = field(default_factory=time.monotonic)
+    metrics: RunMetrics = field(default_factory=RunMetrics)
+
+
+class AgentLoop:
+    """Runs tasks in one session: a backend, a context policy, a toolset and their context.
+
+    Example::
+
+        loop = AgentLoop(backend=backend, policy=ScrollPolicy.open(log, "s1", prompt,
+                         budget_tokens=32_000), toolset=scroll_toolset(), context=context)
+        for event in loop.iter_run("How many tasks did I log?"):
+            print(event)
+
+    ``text_is_reply`` (chat): a response with no action is the reply that ends the run; else
+    the model is nudged to act or submit. ``options`` are per-call backend options.
+    """
+
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        policy: ContextPolicy,
+        toolset: Toolset,
+        context: ToolContext,
+        limits: Limits | None = None,
+        trace_dir: Path | None = None,
+        text_is_reply: bool = False,
+        options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.backend, self.policy, self.toolset, self.context = backend, policy, toolset, context
+        self.limits = limits or Limits()
+        self.trace_dir = trace_dir
+        self.text_is_reply = text_is_reply
+        self.options = dict(options or {})
+        self.log = context.log
+
+    @property
+    def model_name(self) -> str:
+        """``backend:model`` of this loop."""
+        return f"{self.backend.name}:{self.backend.model}"
+
+    def run(self, task: str, *, run_id: str | None = None) -> RunFinished:
+        """Run the task to its end and return the final event."""
+        finished: RunFinished | None = None
+        for event in self.iter_run(task, run_id=run_id):
+            if isinstance(event, RunFinished):
+                finished = event
+        if finished is None:  # iter_run always ends with RunFinished; this guards refactors
+            raise UsageError("the run ended without a RunFinished event")
+        return finished
+
+    def iter_run(self, task: str, *, run_id: str | None = None) -> Iterator[AgentEvent]:
+        """Yield the run's events as they happen; the last is always :class:`RunFinished`."""
+        if not isinstance(task, str) or not task.strip():
+            raise UsageError("the task is empty; pass the task or question as text")
+        ctx = self.context
+        run = _Run(
+            run_id or new_id("run"),
+            task,
+            TraceRecorder(ctx.task_id, "", ctx.session_id, self.model_name, task),
+        )
+        run.trace.run_id = run.run_id
+        seq = self._system(run, f"run {run.run_id} started with {self.model_name}", "run_start")
+        yield RunStarted(seq, run.run_id, ctx.session_id, ctx.task_id, task, self.model_name)
+        try:
+            self.policy.add({"role": "user", "content": task}, fields=self._fields(run, 0))
+            outcome = yield from self._steps(run)
+        except _FAILURES as exc:
+            outcome = _Outcome("failed", failure=f"{type(exc).__name__}: {redact(str(exc))}")
+        yield self._finish(run, outcome or _Outcome("failed", failure="the run ended early"))
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _steps(self, run: _Run) -> _Steps:
+        limits = self.limits
+        for step in range(limits.max_steps):
+            spent = run.metrics.tokens_in + run.metrics.tokens_out
+            if limits.max_tokens is not None and spent >= limits.max_tokens:
+                return _Outcome(
+                    "failed",
+                    failure=f"token budget exhausted: {spent} of {limits.max_tokens} tokens used "
+                    f"after {step} steps without submit_answer",
+                )
+            outcome = yield from self._step(run, step)
+            if outcome is not None:
+                return outcome
+        return _Outcome(
+            "failed",
+            failure=f"step limit reached: {limits.max_steps} steps without submit_answer",
+        )
+
+    def _step(self, run: _Run, step: int) -> _Steps:
+        prepared = self.policy.prepare(self.context.digest)
+        if prepared.evicted:
+            yield _evicted(step, prepared)
+        started = time.monotonic()
+        completion, prepared = yield from self._call(run, step, prepared)
+        elapsed = time.monotonic() - started
+        self._count(run, prepared, completion)
+        seq = self.policy.add(
+            completion.to_message(),
+            fields=self._fields(run, step, metadata={"model_call": _call_meta(completion, elapsed)}),
+        )[-1]
+        text = strip_headline(completion.text).strip()
+        parsed = parse_headline(completion.text)
+        headline = parsed.text if parsed else None
+        run.trace.model_step(step, completion.reasoning or text, headline)
+        yield ModelStep(
+            seq, step, text, headline, completion.reasoning, completion.tool_calls,
+            completion.usage, elapsed,
+        )  # fmt: skip
+        if completion.tool_calls:
+            return (yield from self._run_calls(run, step, completion.tool_calls))
+        code_tool = self.toolset.code_tool
+        runs_fenced = not self.backend.supports_tools or not self.text_is_reply
+        blocks = extract_code_blocks(completion.text) if code_tool and runs_fenced else []
+        if code_tool is not None and blocks:
+            return (yield from self._run_block(run, step, code_tool, "\n\n".join(blocks)))
+        if self.text_is_reply and text:
+            return _Outcome("replied", answer=text)
+        return (yield from self._nudge(run, step))
+
+    def _call(
+        self, run: _Run, step: int, prepared: PreparedContext
+    ) -> Generator[AgentEvent, None, tuple[Completion, PreparedContext]]:
+        try:
+            return self.backend.complete(self._request(prepared)), prepared
+        except ContextTooLong as exc:
+            self._system(
+                run,
+                f"the provider rejected a {prepared.tokens}-token context as too long "
+                f"({redact(str(exc))}); evicting harder and retrying once",
+                "context_too_long",
+                step,
+            )
+        shrunk = self.policy.prepare(self.context.digest, shrink=True)
+        yield _evicted(step, shrunk)
+        return self.backend.complete(self._request(shrunk)), shrunk
+
+    def _request(self, prepared: PreparedContext) -> ChatRequest:
+        tools = self.toolset.specs() if self.backend.supports_tools else []
+        return ChatRequest(prepared.messages, prepared.system, tools, self.options)
+
+    def _run_calls(self, run: _Run, step: int, calls: Sequence[ToolCall]) -> _Steps:
+        outcome: _Outcome | None = None
+        for call in calls:
+            tool = self.toolset.get(call.name)
+            if outcome is not None:
+                observation = Observation("not run: the answer was already submitted", ok=False)
+            else:
+                observation, answer = self._run_tool(call, tool)
+                outcome = _Outcome("answered", answer=answer) if answer is not None else None
+            message = {"role": "tool", "tool_call_id": call.id, "name": call.name}
+            seq = self._observe(run, step, message, observation, tool)
+            args = call.arguments if call.has_valid_arguments else {"raw": call.raw_arguments}
+            run.trace.action(step, call.name, args, observation.text, seq)
+            yield ToolStep(seq, step, call.name, args, observation.text, observation.ok)
+        return outcome
+
+    def _run_tool(self, call: ToolCall, tool: AgentTool | None) -> tuple[Observation, str | None]:
+        if tool is None:
+            names = ", ".join(t.name for t in self.toolset.tools)
+            return Observation(f"error: no tool named {call.name!r}; tools: {names}", False), None
+        if not call.has_valid_arguments:
+            return Observation(
+                f"error: the arguments of {call.name} are unusable ({call.arguments_error}); "
+                "send one JSON object",
+                ok=False,
+            ), None
+        return self._invoke(tool, call.arguments)
+
+    def _invoke(
+        self, tool: AgentTool, args: Mapping[str, Any]
+    ) -> tuple[Observation, str | None]:
+        try:
+            return tool.run(args, self.context), None
+        except AnswerSubmitted as signal:
+            return Observation("answer submitted"), signal.answer
+        except KernelError as exc:
+            # The call must still get its result (the view pairs calls with results); a kernel
+            # that stays broken ends the run at the step limit, with a failure record.
+            return Observation(f"error: the kernel failed: {exc}", ok=False), None
+
+    def _run_block(self, run: _Run, step: int, tool: AgentTool, source: str) -> _Steps:
+        observation, answer = self._invoke(tool, {"source": source})
+        message = {"role": "user", "content": f"Observation ({tool.name}):\n{observation.text}"}
+        seq = self.policy.add(
+            message,  # type: ignore[arg-type]
+            synthetic=True,
+            fields=self._fields(run, step, searchable=tool.searchable),
+        )[-1]
+        run.trace.action(step, tool.name, {"source": source}, observation.text, seq)
+        yield ToolStep(seq, step, tool.name, {"source": source}, observation.text, observation.ok)
+        return _Outcome("answered", answer=answer) if answer is not None else None
+
+    def _nudge(self, run: _Run, step: int) -> _Steps:
+        nudge = read_prompt("nudge")
+        seq = self.policy.add(
+            {"role": "user", "content": nudge}, synthetic=True, fields=self._fields(run, step)
+        )[-1]
+        run.trace.observe(nudge, seq)
+        yield ToolStep(seq, step, "", {}, nudge, ok=False)
+        return None
+
+    def _observe(
+        self,
+        run: _Run,
+        step: int,
+        message: dict[str, Any],
+        observation: Observation,
+        tool: AgentTool | None,
+    ) -> int:
+        fields = self._fields(
+            run,
+            step,
+            searchable=tool.searchable if tool else True,
+            tool_state="ok" if observation.ok else "error",
+        )
+        message["content"] = observation.text
+        return self.policy.add(message, fields=fields)[-1]  # type: ignore[arg-type]
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def _fields(self, run: _Run, step: int, **extra: Any) -> dict[str, Any]:
+        return {"run_id": run.run_id, "step_index": step, **extra}
+
+    def _count(self, run: _Run, prepared: PreparedContext, completion: Completion) -> None:
+        metrics = run.metrics
+        metrics.step_count += 1
+        if completion.usage is not None:
+            metrics.tokens_in += completion.usage.prompt_tokens
+            metrics.tokens_out += completion.usage.completion_tokens
+            self.policy.observe_usage(completion.usage.prompt_tokens)
+        else:
+            metrics.tokens_in += prepared.tokens
+            metrics.tokens_out += estimate_tokens(completion.text)
+
+    def _system(
+        self, run: _Run, content: str, key: str, step: int | None = None, **data: Any
+    ) -> int:
+        ctx = self.context
+        return self.log.append(
+            NewEvent(
+                session_id=ctx.session_id,
+                kind=Kind.SYSTEM,
+                content=content,
+                role="system",
+                name="agent",
+                agent_id=ctx.agent_id,
+                run_id=run.run_id,
+                task_id=ctx.task_id,
+                step_index=step,
+                metadata={key: {"model": self.model_name, **data}},
+                searchable=False,
+            )
+        )
+
+    def _finish(self, run: _Run, outcome: _Outcome) -> RunFinished:
+        run.metrics.wall_time_s = time.monotonic() - run.started
+        document = run.trace.to_dict(
+            status=outcome.status,
+            answer=outcome.answer,
+            failure=outcome.failure,
+            metrics=run.metrics,
+        )
+        path = run.trace.write(self.trace_dir, document) if self.trace_dir else None
+        summary = outcome.answer if outcome.failure is None else outcome.failure
+        seq = self._system(
+            run,
+            f"run {run.run_id} {outcome.status}: {(summary or '')[:500]}",
+            "run_end",
+            status=outcome.status,
+            answer=outcome.answer,
+            failure=outcome.failure,
+            trace_path=str(path) if path else None,
+            metrics=run.metrics.to_dict(),
+        )
+        return RunFinished(
+            seq, run.run_id, self.context.session_id, outcome.status, outcome.answer,
+            outcome.failure, path, run.metrics,
+        )  # fmt: skip
+
+
+def _evicted(step: int, prepared: PreparedContext) -> ContextEvicted:
+    return ContextEvicted(
+        step, prepared.tokens_before, prepared.tokens, prepared.evicted_turns, prepared.index_seq
+    )
+
+
+def _call_meta(completion: Completion, elapsed: float) -> dict[str, Any]:
+    usage = completion.usage
+    return {
+        "backend": completion.backend,
+        "model": completion.model,
+        "finish_reason": completion.finish_reason,
+        "elapsed_s": round(elapsed, 3),
+        "usage": (
+            {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens}
+            if usage
+            else None
+        ),
+    }

@@ -1,0 +1,166 @@
+"""Context policies: how a session's turns become the messages of each model call.
+
+The loop talks to its context only through the :class:`ContextPolicy` protocol, so baselines
+(summarization, retrieval, plain CodeAct, long context, an index-off ablation) are alternative
+policies and the loop stays as it is. A policy must:
+
+- ``add(message, synthetic=, fields=)``: append the OpenAI-style message to the Event Log (every
+  turn is an event; ``fields`` carry lineage such as ``step_index``, ``run_id``, ``metadata``
+  and ``searchable``) and keep it for later calls; return the new ``seq`` numbers. A tool call
+  is always followed by one ``tool`` message per call id before anything else.
+  :func:`persist_message` does the logging part for policies that keep their own structures.
+- ``prepare(digest, shrink=)``: return the :class:`PreparedContext` of the next call (system
+  text, messages, estimated tokens, what was evicted). ``shrink=True`` means the provider just
+  rejected the input as too long: make the context clearly smaller than last time.
+- ``observe_usage(prompt_tokens)``: the provider's count for the last prepared context.
+- ``index_text()``: the eviction index as the model sees it ("" when the policy has none).
+
+:class:`ScrollPolicy` is the default: Scroll's :class:`~scrollctx.view.WorkingView` with
+eviction into the tiered headline index, restorable from the log after a restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from scrollctx.agent.backends import Message
+from scrollctx.log import EventLog
+from scrollctx.view import WorkingView, split_message
+
+__all__ = ["ContextPolicy", "PreparedContext", "ScrollPolicy", "persist_message"]
+
+_SHRINK = 0.7
+_MIN_BUDGET = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedContext:
+    """The context of one model call."""
+
+    system: str
+    messages: list[Message]
+    tokens: int
+    tokens_before: int
+    evicted_turns: int = 0
+    index_seq: int | None = None
+
+    @property
+    def evicted(self) -> bool:
+        """Whether the policy removed or folded anything for this call."""
+        return self.evicted_turns > 0 or self.tokens < self.tokens_before
+
+
+@runtime_checkable
+class ContextPolicy(Protocol):
+    """The seam between the loop and context management (see the module docstring)."""
+
+    def add(
+        self,
+        message: Message,
+        *,
+        synthetic: bool = False,
+        fields: Mapping[str, Any] | None = None,
+    ) -> list[int]:
+        """Log the message and keep it; return its seqs."""
+        ...
+
+    def prepare(self, digest: str, *, shrink: bool = False) -> PreparedContext:
+        """Return the context of the next model call."""
+        ...
+
+    def observe_usage(self, prompt_tokens: int) -> None:
+        """Take the provider's prompt-token count for the last prepared context."""
+        ...
+
+    def index_text(self) -> str:
+        """Return the eviction index text ("" when there is none)."""
+        ...
+
+
+def persist_message(
+    log: EventLog,
+    session_id: str,
+    message: Message,
+    *,
+    synthetic: bool = False,
+    fields: Mapping[str, Any] | None = None,
+) -> list[int]:
+    """Append one message to the log as the working view would; return the seqs."""
+    turns = split_message(dict(message), "openai", synthetic=synthetic)
+    return log.append_many([turn.to_event(session_id, **dict(fields or {})) for turn in turns])
+
+
+class ScrollPolicy:
+    """The default policy: a :class:`WorkingView` (Algorithm 1, tiered headline index)."""
+
+    def __init__(self, view: WorkingView) -> None:
+        self.view = view
+
+    @classmethod
+    def open(
+        cls,
+        log: EventLog,
+        session_id: str,
+        system_prompt: str,
+        *,
+        budget_tokens: int,
+        rho: float = 0.8,
+        k: int = 4,
+        event_fields: Mapping[str, Any] | None = None,
+    ) -> ScrollPolicy:
+        """Open the session's view, restoring it from the log when the session has turns."""
+        view = WorkingView.restore(
+            log,
+            session_id,
+            system_prompt,
+            budget_tokens=budget_tokens,
+            rho=rho,
+            k=k,
+            event_fields=dict(event_fields or {}),
+        )
+        return cls(view)
+
+    def add(
+        self,
+        message: Message,
+        *,
+        synthetic: bool = False,
+        fields: Mapping[str, Any] | None = None,
+    ) -> list[int]:
+        """Append to the view (which persists it now)."""
+        return self.view.append(dict(message), synthetic=synthetic, fields=dict(fields or {}))
+
+    def prepare(self, digest: str, *, shrink: bool = False) -> PreparedContext:
+        """Evict to the budget (a lower one after a too-long rejection) and build the request."""
+        view = self.view
+        if shrink:
+            view.budget_tokens = max(_MIN_BUDGET, int(view.tokens * _SHRINK))
+        report = view.ensure_budget(digest or None)
+        rendered = view.build("openai", digest or None)
+        messages = list(rendered.messages)
+        if messages and messages[0].get("role") == "system":
+            messages = messages[1:]
+        return PreparedContext(
+            system=view.system_prompt,
+            messages=[_as_message(m) for m in messages],
+            tokens=rendered.tokens,
+            tokens_before=report.tokens_before,
+            evicted_turns=report.evicted_turns,
+            index_seq=report.index_seq,
+        )
+
+    def observe_usage(self, prompt_tokens: int) -> None:
+        """Calibrate the view's token counter."""
+        if prompt_tokens > 0:
+            self.view.observe_usage(prompt_tokens)
+
+    def index_text(self) -> str:
+        """The view's eviction index message."""
+        return self.view.index_text()
+
+
+def _as_message(rendered: dict[str, Any]) -> Message:
+    # The view's cached dicts are read-only: hand the backend a shallow copy.
+    return dict(rendered)  # type: ignore[return-value]

@@ -1,0 +1,106 @@
+"""Run traces: the JSON record of one run, shaped like the paper's Appendix D.
+
+Shape::
+
+    {"task_id": ..., "run_id": ..., "session_id": ..., "model": ..., "task": ...,
+     "status": "answered" | "replied" | "failed", "answer": ..., "failure": ...,
+     "metrics": {"tokens_in", "tokens_out", "wall_time_s", "step_count"},
+     "steps": [{"step_index", "reasoning", "headline", "action": {"tool", "args"},
+                "observation", "seq"}]}
+
+One entry per action; a model response with two tool calls gives two entries with the same
+``step_index``, and a response with no action gives one entry whose ``action`` is null.
+Invariant: everything written passes through :func:`~scrollctx.agent.backends.redact`, so a
+credential that reached a message or an error text never reaches the file. The file is written
+whole to a temporary name and renamed, so a trace is either complete or absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scrollctx.agent._events import RunMetrics
+from scrollctx.agent.backends import redact
+
+__all__ = ["TraceRecorder"]
+
+
+@dataclass(slots=True)
+class TraceRecorder:
+    """Collects the steps of one run and writes them as one JSON file."""
+
+    task_id: str | None
+    run_id: str
+    session_id: str
+    model: str
+    task: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    _pending: dict[str, Any] | None = None
+
+    def model_step(self, step_index: int, reasoning: str, headline: str | None) -> None:
+        """Start the entries of one model response."""
+        self._flush()
+        self._pending = {
+            "step_index": step_index,
+            "reasoning": reasoning,
+            "headline": headline,
+            "action": None,
+            "observation": None,
+            "seq": None,
+        }
+
+    def action(
+        self, step_index: int, tool: str, args: Mapping[str, Any], observation: str, seq: int
+    ) -> None:
+        """Record one action of the current response and its observation."""
+        base = self._pending or {"step_index": step_index, "reasoning": "", "headline": None}
+        # Further actions of the same response repeat its step_index, not its reasoning.
+        self._pending = None
+        entry = {**base, "action": {"tool": tool, "args": dict(args)}}
+        entry.update(observation=observation, seq=seq)
+        self.steps.append(entry)
+
+    def observe(self, observation: str, seq: int) -> None:
+        """Record what the model was told after a response with no action (a nudge)."""
+        if self._pending is not None:
+            self._pending.update(observation=observation, seq=seq)
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending is not None:
+            self.steps.append(self._pending)
+            self._pending = None
+
+    def to_dict(
+        self, *, status: str, answer: str | None, failure: str | None, metrics: RunMetrics
+    ) -> dict[str, Any]:
+        """Return the trace document."""
+        self._flush()
+        return {
+            "task_id": self.task_id,
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "model": self.model,
+            "task": self.task,
+            "status": status,
+            "answer": answer,
+            "failure": failure,
+            "metrics": metrics.to_dict(),
+            "steps": self.steps,
+        }
+
+    def write(self, directory: Path, document: Mapping[str, Any]) -> Path:
+        """Write the document to ``directory/<run_id>.json`` atomically; return the path."""
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{self.run_id}.json"
+        temporary = path.with_suffix(".json.tmp")
+        temporary.write_text(
+            json.dumps(redact(dict(document)), ensure_ascii=False, indent=1), encoding="utf-8"
+        )
+        os.replace(temporary, path)
+        return path

@@ -1,0 +1,248 @@
+"""Agent commands: ``scroll run``, ``scroll ask`` and ``scroll chat``.
+
+Stdout carries data only: the answer (or one JSON document with ``--json``; chat prints each
+reply). Progress goes to stderr: a live view of the steps (rich on a TTY, plain lines
+otherwise) and, at the end of every run, ``trace: PATH``. Exit codes: 0 when the run answered,
+1 when it ended with a failure record, 2 when no model is configured (the message says how to
+configure one).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from scrollctx.agent import (
+    RUBRICS,
+    Agent,
+    AgentEvent,
+    ContextEvicted,
+    ModelStep,
+    RunFinished,
+    RunStarted,
+    ToolStep,
+)
+from scrollctx.cli._app import json_option, store_option, warn
+from scrollctx.config import Config
+from scrollctx.kernel import PROFILES
+
+__all__ = ["register"]
+
+_SHOWN = 160
+
+
+def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    options = [
+        click.option("--model", "model", metavar="SPEC", envvar="SCROLL_MODEL",
+                     help="openai:NAME, anthropic:NAME or local (env SCROLL_MODEL)."),
+        click.option("--max-steps", "max_steps", type=click.IntRange(min=1), default=30,
+                     show_default=True, help="Give up after this many model calls."),
+        click.option("--max-tokens", "max_tokens", type=click.IntRange(min=1), default=None,
+                     help="Give up after this many tokens in and out."),
+        click.option("--sandbox", "sandbox", type=click.Choice(PROFILES), default="strict",
+                     show_default=True, help="Kernel sandbox profile."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _open_agent(config: Config, model: str | None, **settings: Any) -> Agent:
+    return Agent(model=model, store=config.store_dir, **settings)
+
+
+class _StepView:
+    """Shows a run's events on stderr: rich on a terminal, plain lines otherwise."""
+
+    def __init__(self) -> None:
+        self.console: Any = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+
+            self.console = Console(stderr=True, highlight=False)
+
+    def line(self, text: str, style: str = "") -> None:
+        if self.console is not None:
+            self.console.print(text, style=style or None, markup=False)
+        else:
+            warn(text)
+
+    def show(self, event: AgentEvent) -> None:
+        if isinstance(event, RunStarted):
+            self.line(f"run {event.run_id} | {event.model} | session {event.session_id}", "bold")
+        elif isinstance(event, ContextEvicted):
+            self.line(
+                f"  context: {event.tokens_before} -> {event.tokens_after} tokens "
+                f"({event.evicted_turns} turns evicted)",
+                "dim",
+            )
+        elif isinstance(event, ModelStep):
+            self._model(event)
+        elif isinstance(event, ToolStep):
+            first = event.observation.strip().splitlines()[:1]
+            more = event.observation.count("\n")
+            text = (first[0] if first else "")[:_SHOWN] + (f" (+{more} lines)" if more else "")
+            self.line(f"  <- {text}", "green" if event.ok else "red")
+        elif isinstance(event, RunFinished):
+            self._finished(event)
+
+    def _model(self, event: ModelStep) -> None:
+        said = event.headline or (event.text.splitlines()[0] if event.text else "")
+        self.line(f"step {event.step_index}: {said[:_SHOWN]}", "cyan")
+        for call in event.tool_calls:
+            args = json.dumps(dict(call.arguments), ensure_ascii=False)
+            self.line(f"  -> {call.name}({args[:_SHOWN]})")
+
+    def _finished(self, event: RunFinished) -> None:
+        if event.failure:
+            self.line(f"failed: {event.failure}", "bold red")
+        metrics = event.metrics
+        self.line(
+            f"{event.status}: {metrics.step_count} steps, {metrics.tokens_in} tokens in, "
+            f"{metrics.tokens_out} out, {metrics.wall_time_s:.1f} s",
+            "bold",
+        )
+        if event.trace_path is not None:
+            self.line(f"trace: {event.trace_path}")
+
+
+def _drive(events: Iterator[AgentEvent], view: _StepView) -> RunFinished:
+    finished: RunFinished | None = None
+    for event in events:
+        view.show(event)
+        if isinstance(event, RunFinished):
+            finished = event
+    if finished is None:
+        raise click.ClickException("the run ended without a result")
+    return finished
+
+
+def _result(finished: RunFinished, as_json: bool) -> int:
+    if as_json:
+        document = {
+            "status": finished.status,
+            "answer": finished.answer,
+            "failure": finished.failure,
+            "run_id": finished.run_id,
+            "session_id": finished.session_id,
+            "trace_path": str(finished.trace_path) if finished.trace_path else None,
+            "metrics": finished.metrics.to_dict(),
+        }
+        click.echo(json.dumps(document, ensure_ascii=False))
+    elif finished.answer is not None:
+        click.echo(finished.answer)
+    return 0 if finished.ok else 1
+
+
+@click.command(name="run")
+@click.argument("task")
+@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
+              help="The kernel's writable folder (default <store>/workspaces/<session>).")  # fmt: skip
+@_agent_options
+@store_option
+@json_option
+def run_command(
+    config: Config,
+    task: str,
+    workspace: Path | None,
+    model: str | None,
+    max_steps: int,
+    max_tokens: int | None,
+    sandbox: str,
+    json_: bool,
+) -> int:
+    """Do a task with an agent that writes Python in a sandboxed kernel.
+
+    Example: scroll run "count the lines of every .csv file" --workspace ./data --model local
+    """
+    settings = {"max_steps": max_steps, "max_tokens": max_tokens, "sandbox": sandbox}
+    with _open_agent(config, model, workspace=workspace, **settings) as agent:
+        finished = _drive(agent.iter_run(task), _StepView())
+    return _result(finished, json_)
+
+
+@click.command(name="ask")
+@click.argument("question")
+@click.option("--task", "task_id", metavar="TASK_ID",
+              help="Bind recall to one imported conversation (e.g. beam/100K/1).")  # fmt: skip
+@click.option("--rubric", type=click.Choice(RUBRICS), help="Benchmark data layout and format.")
+@_agent_options
+@store_option
+@json_option
+def ask_command(
+    config: Config,
+    question: str,
+    task_id: str | None,
+    rubric: str | None,
+    model: str | None,
+    max_steps: int,
+    max_tokens: int | None,
+    sandbox: str,
+    json_: bool,
+) -> int:
+    """Answer a question over an ingested history (the paper's memory setting).
+
+    Example: scroll ask --store .scroll "What is my sprint target?" --task beam/100K/1 --rubric beam
+    """
+    settings = {"max_steps": max_steps, "max_tokens": max_tokens, "sandbox": sandbox}
+    with _open_agent(config, model, **settings) as agent:
+        events = agent.iter_ask(question, task_id=task_id, rubric=rubric)
+        finished = _drive(events, _StepView())
+    return _result(finished, json_)
+
+
+@click.command(name="chat")
+@click.option("--session", "session_id", metavar="ID", help="Continue (or start) this session.")
+@click.option("--new", "new", is_flag=True, help="Start a new session instead of the last one.")
+@_agent_options
+@store_option
+def chat_command(
+    config: Config,
+    session_id: str | None,
+    new: bool,
+    model: str | None,
+    max_steps: int,
+    max_tokens: int | None,
+    sandbox: str,
+) -> int:
+    """Chat with an agent whose context Scroll manages; it continues across restarts.
+
+    Reads one message per line (stdin), prints each reply on stdout; /exit or end of input ends.
+    Example: scroll chat --model openai:gpt-4o-mini   (later: scroll chat, to continue)
+    """
+    settings = {"max_steps": max_steps, "max_tokens": max_tokens, "sandbox": sandbox}
+    view = _StepView()
+    with _open_agent(config, model, **settings) as agent, agent.chat(session_id, new=new) as chat:
+        view.line(f"chat session {chat.session_id} (continue it with: scroll chat --session "
+                  f"{chat.session_id}); /exit to leave")  # fmt: skip
+        for message in _messages():
+            finished = _drive(chat.iter_send(message), view)
+            click.echo(finished.answer if finished.answer is not None else "")
+    return 0
+
+
+def _messages() -> Iterator[str]:
+    interactive = sys.stdin.isatty()
+    while True:
+        if interactive:
+            click.echo("you> ", nl=False, err=True)
+        line = sys.stdin.readline()
+        if not line:
+            return
+        text = line.strip()
+        if text in ("/exit", "/quit"):
+            return
+        if text:
+            yield text
+
+
+def register(group: click.Group) -> None:
+    """Add ``run``, ``ask`` and ``chat`` to the ``scroll`` group."""
+    group.add_command(run_command)
+    group.add_command(ask_command)
+    group.add_command(chat_command)

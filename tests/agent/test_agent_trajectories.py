@@ -1,0 +1,241 @@
+"""Replayed trajectories modelled on the paper's Appendix D, over real HTTP and a real store.
+
+The scripted server plays the model; the kernel, ``ms``, the working view and the Event Log are
+real. Each test checks what reached the model (the recorded request bodies: only printed
+output), what was logged, and the answer and trace.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from scripted_servers import ScriptedOpenAIServer
+
+from scrollctx.agent import (
+    Agent,
+    Backend,
+    ModelStep,
+    RunFinished,
+    ToolStep,
+    json_memory_toolset,
+    tool,
+)
+from scrollctx.kernel import NAMESPACE_LOST
+
+TASK = "beam/100K/1"
+
+
+def _rows(store: Path, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    conn = sqlite3.connect(store / "history.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        return list(conn.execute(sql, params))
+    finally:
+        conn.close()
+
+
+def _tool_messages(body: dict[str, Any]) -> list[str]:
+    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+
+
+def _recall(source: str) -> tuple[str, dict[str, str]]:
+    return ("recall_history_python", {"source": source})
+
+
+def test_search_sql_filter_expand_submit(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    # The independent expectation: session 1's user turns that mention a sprint, in seq order.
+    expected = _rows(
+        beam_store,
+        "SELECT seq, content FROM conversation_history WHERE kind = 'conversation' "
+        "AND step_index = 1 AND role = 'user' AND lower(content) LIKE '%sprint%' ORDER BY seq",
+    )
+    assert len(expected) >= 2
+    first = expected[0]
+    assert len(first["content"]) > 300
+    openai_server.enqueue_tool_calls(
+        [_recall("hits = ms.search('sprint', kind='conversation', scope='task', k=5)\n"
+                 "print(len(hits), sorted({h['step_index'] for h in hits}))")],
+        text="Searching.\n⟦ find sprint turns | nothing verified yet | search | in_progress ⟧",
+    )  # fmt: skip
+    openai_server.enqueue_tool_calls(
+        [_recall("rows = ms.sql_query(\"SELECT seq, role, content FROM hist.conversation_history "
+                 "WHERE kind='conversation' AND step_index = 1 ORDER BY msg_index\")\n"
+                 "print(len(rows))")]
+    )  # fmt: skip
+    openai_server.enqueue_tool_calls(
+        [_recall("users = [r for r in rows if r['role'] == 'user' and 'sprint' in "
+                 "r['content'].lower()]\nprint([u['seq'] for u in users])")]
+    )  # fmt: skip
+    openai_server.enqueue_tool_calls(
+        [_recall("full = ms.expand(users[0]['seq'])\nprint(full[0]['content'][:120])")]
+    )
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "Sprint turns found."})])
+
+    with Agent(model=scripted_backend, store=beam_store) as agent:
+        events = list(agent.iter_ask("Which turns talk about sprints?", task_id=TASK))
+
+    finished = events[-1]
+    assert isinstance(finished, RunFinished)
+    assert (finished.status, finished.answer) == ("answered", "Sprint turns found.")
+    bodies = [r.body for r in openai_server.requests]
+    assert len(bodies) == 5
+    # What reached the model: exactly the printed output of each cell, nothing of the rows.
+    session_rows = _rows(
+        beam_store,
+        "SELECT count(*) FROM conversation_history WHERE kind='conversation' AND step_index=1",
+    )[0][0]
+    assert _tool_messages(bodies[2])[-1] == f"stdout:\n{session_rows}"
+    assert _tool_messages(bodies[3])[-1] == f"stdout:\n{[r['seq'] for r in expected]}"
+    assert _tool_messages(bodies[4])[-1] == "stdout:\n" + first["content"][:120].rstrip("\n")
+    wire = json.dumps(bodies, ensure_ascii=False)
+    assert first["content"][130:300] not in wire
+    # The namespace digest shows the cached variables, not their contents.
+    digest = bodies[4]["messages"][-1]["content"]
+    assert "rows: ResultRows[dict]" in digest and f"len={session_rows}" in digest
+    # The headline was stripped for display and bound to the model turn's event.
+    step0 = next(e for e in events if isinstance(e, ModelStep))
+    assert step0.text == "Searching." and step0.headline is not None
+    logged = _rows(beam_store, "SELECT headline FROM conversation_history WHERE seq = ?",
+                   (step0.seq,))  # fmt: skip
+    assert logged[0]["headline"] == step0.headline
+    # What was logged: every model call and observation, recall echoes kept out of search.
+    session = finished.session_id
+    kinds = _rows(
+        beam_store,
+        "SELECT kind, searchable, task_id, run_id FROM conversation_history "
+        "WHERE session_id = ? AND kind IN ('model_turn', 'tool_result') ORDER BY seq",
+        (session,),
+    )
+    assert [r["kind"] for r in kinds] == ["model_turn", "tool_result"] * 5
+    assert all(r["task_id"] == TASK and r["run_id"] == finished.run_id for r in kinds)
+    recall_results = [r for r in kinds if r["kind"] == "tool_result"][:4]
+    assert all(r["searchable"] == 0 for r in recall_results)
+    end = _rows(beam_store, "SELECT metadata FROM conversation_history WHERE seq = ?",
+                (finished.seq,))  # fmt: skip
+    assert json.loads(end[0]["metadata"])["run_end"]["status"] == "answered"
+    # The trace has the appendix's shape.
+    assert finished.trace_path is not None
+    trace = json.loads(finished.trace_path.read_text(encoding="utf-8"))
+    assert trace["task_id"] == TASK
+    assert trace["metrics"]["step_count"] == 5
+    assert (trace["metrics"]["tokens_in"], trace["metrics"]["tokens_out"]) == (50, 25)
+    assert [s["action"]["tool"] for s in trace["steps"]] == ["recall_history_python"] * 4 + [
+        "submit_answer"
+    ]
+    assert trace["steps"][2]["observation"] == f"stdout:\n{[r['seq'] for r in expected]}"
+    assert [s["step_index"] for s in trace["steps"]] == [0, 1, 2, 3, 4]
+
+
+def test_a_model_without_tool_calls_runs_its_fenced_code(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_text("Let me count.\n```python\nn = 6 * 7\nprint(n)\n```")
+    openai_server.enqueue_text("```python\nsubmit_answer(f'the answer is {n}')\n```")
+
+    with Agent(model=scripted_backend, store=beam_store) as agent:
+        finished = agent.run("Compute six times seven.")
+
+    assert (finished.status, finished.answer) == ("answered", "the answer is 42")
+    second = openai_server.requests[1].body["messages"]
+    observation = [m for m in second if m["role"] == "user"][-2]
+    assert observation["content"] == "Observation (repl_exec):\nstdout:\n42"
+
+
+def test_user_tools_in_the_kernel_and_for_the_model(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    orders = {"A1": {"total": 31.5, "items": ["darjeeling-oolong"] * 500}}
+
+    @tool
+    def lookup_order(order_id: str) -> dict[str, Any]:
+        """Return the order with this id."""
+        return orders[order_id]
+
+    @tool(expose="model")
+    def weather(city: str) -> str:
+        """Return today's weather in a city."""
+        return f"sunny in {city}"
+
+    openai_server.enqueue_tool_calls(
+        [("repl_exec", {"source": "o = lookup_order('A1')\nprint(o['total'])"})]
+    )
+    openai_server.enqueue_tool_calls([("weather", {"city": "Oslo"})])
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "31.5, sunny"})])
+
+    with Agent(model=scripted_backend, store=beam_store, tools=[lookup_order, weather]) as agent:
+        finished = agent.run("Total of order A1, and the weather in Oslo?")
+
+    assert finished.answer == "31.5, sunny"
+    first = openai_server.requests[0].body
+    assert [t["function"]["name"] for t in first["tools"]] == [
+        "repl_exec", "recall_history_python", "submit_answer", "weather",
+    ]  # fmt: skip
+    assert "`lookup_order(order_id: str) -> dict[str, Any]`: Return the order" in (
+        first["messages"][0]["content"]
+    )
+    assert _tool_messages(openai_server.requests[1].body) == ["stdout:\n31.5"]
+    assert _tool_messages(openai_server.requests[2].body)[-1] == "sunny in Oslo"
+    assert "darjeeling" not in json.dumps([r.body for r in openai_server.requests])
+    bridged = _rows(
+        beam_store,
+        "SELECT kind, name FROM conversation_history WHERE session_id = ? AND name = "
+        "'lookup_order'",
+        (finished.session_id,),
+    )
+    assert [r["kind"] for r in bridged] == ["tool_call", "tool_result"]
+
+
+def test_scroll_without_the_repl_uses_json_memory_tools(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_tool_calls([("ms_search", {"query": "sprint", "k": 2})])
+    openai_server.enqueue_tool_calls([("ms_expand", {"lo": 29, "hi": 30})])
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "done"})])
+
+    with Agent(model=scripted_backend, store=beam_store, toolset=json_memory_toolset) as agent:
+        finished = agent.ask("Sprints?", task_id=TASK)
+
+    assert finished.answer == "done"
+    names = [t["function"]["name"] for t in openai_server.requests[0].body["tools"]]
+    assert names == ["ms_search", "ms_expand", "ms_sql_query", "submit_answer"]
+    hits = json.loads(_tool_messages(openai_server.requests[1].body)[0])
+    assert len(hits) == 2 and all("sprint" in h["snippet"].lower() for h in hits)
+    expanded = json.loads(_tool_messages(openai_server.requests[2].body)[-1])
+    assert [row["seq"] for row in expanded] == [29, 30]
+
+
+def test_a_kernel_crash_mid_run_is_an_observation_and_the_run_continues(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_tool_calls([("repl_exec", {"source": "x = 41"})])
+    openai_server.enqueue_tool_calls([("repl_exec", {"source": "import os\nos._exit(3)"})])
+    openai_server.enqueue_tool_calls([("repl_exec", {"source": "print(x + 1)"})])
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "recovered"})])
+
+    with Agent(model=scripted_backend, store=beam_store) as agent:
+        events = list(agent.iter_run("Crash and recover."))
+
+    observations = [e.observation for e in events if isinstance(e, ToolStep)]
+    assert NAMESPACE_LOST in observations[1]
+    assert "NameError" in observations[2]
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and finished.answer == "recovered"
+
+
+def test_secrets_never_reach_the_log_or_the_trace(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "ok"})])
+
+    with Agent(model=scripted_backend, store=beam_store) as agent:
+        finished = agent.run("Say ok.")
+
+    assert finished.trace_path is not None
+    assert openai_server.requests[0].headers["authorization"] == "Bearer sk-scripted-test-key"
+    for path in [beam_store / "history.db", finished.trace_path]:
+        assert b"sk-scripted-test-key" not in path.read_bytes()
