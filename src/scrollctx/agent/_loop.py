@@ -199,7 +199,9 @@ class AgentLoop:
         self._count(run, prepared, completion)
         seq = self.policy.add(
             completion.to_message(),
-            fields=self._fields(run, step, metadata={"model_call": _call_meta(completion, elapsed)}),
+            fields=self._fields(
+                run, step, metadata={"model_call": _call_meta(completion, elapsed)}
+            ),
         )[-1]
         text = strip_headline(completion.text).strip()
         parsed = parse_headline(completion.text)
@@ -269,9 +271,7 @@ class AgentLoop:
             ), None
         return self._invoke(tool, call.arguments)
 
-    def _invoke(
-        self, tool: AgentTool, args: Mapping[str, Any]
-    ) -> tuple[Observation, str | None]:
+    def _invoke(self, tool: AgentTool, args: Mapping[str, Any]) -> tuple[Observation, str | None]:
         try:
             return tool.run(args, self.context), None
         except AnswerSubmitted as signal:

@@ -144,7 +144,7 @@ def tool(
         raise UsageError(f"expose must be 'kernel', 'model' or 'both', got {expose!r}")
 
     def wrap(target: Callable[..., Any]) -> UserTool:
-        tool_name = name or getattr(target, "__name__", "")
+        tool_name = str(name or getattr(target, "__name__", ""))
         if not tool_name.isidentifier():
             raise UsageError(f"tool name {tool_name!r} is not a Python identifier; pass name=")
         return UserTool(target, tool_name, expose)
@@ -329,7 +329,7 @@ def submit_tool() -> AgentTool:
 
 
 def scroll_toolset(user_tools: Iterable[UserTool] = ()) -> Toolset:
-    """Scroll's tools: ``repl_exec``, ``recall_history_python``, ``submit_answer`` (+ user tools)."""
+    """Scroll's tools: ``repl_exec``, ``recall_history_python``, ``submit_answer``, user tools."""
     tools = list(user_tools)
     return Toolset(
         (
@@ -378,12 +378,8 @@ def json_memory_toolset(user_tools: Iterable[UserTool] = ()) -> Toolset:
     }
     return Toolset(
         (
-            AgentTool(
-                "ms_search", tool_description("ms_search"), search_params, _ms_search, False
-            ),
-            AgentTool(
-                "ms_expand", tool_description("ms_expand"), expand_params, _ms_expand, False
-            ),
+            AgentTool("ms_search", tool_description("ms_search"), search_params, _ms_search, False),
+            AgentTool("ms_expand", tool_description("ms_expand"), expand_params, _ms_expand, False),
             AgentTool(
                 "ms_sql_query",
                 tool_description("ms_sql_query"),
@@ -445,5 +441,3 @@ def _schema(func: Callable[..., Any]) -> dict[str, Any]:
         if param.default is inspect.Parameter.empty:
             required.append(param.name)
     return {"type": "object", "properties": properties, "required": required}
-
-

@@ -142,7 +142,7 @@ def _result(finished: RunFinished, as_json: bool) -> int:
 @click.command(name="run")
 @click.argument("task")
 @click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
-              help="The kernel's writable folder (default <store>/workspaces/<session>).")  # fmt: skip
+              help="The kernel's writable folder (default <store>/workspaces/ID).")  # fmt: skip
 @_agent_options
 @store_option
 @json_option
