@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from scripted_servers import ScriptedOpenAIServer, SleepRecorder
 
 from scrollctx.agent import (
@@ -19,7 +20,9 @@ from scrollctx.agent import (
     RunFinished,
     ScrollPolicy,
     read_prompt,
+    tool,
 )
+from scrollctx.errors import UsageError
 from scrollctx.log import EventLog
 from scrollctx.view import WorkingView
 
@@ -179,3 +182,12 @@ def test_a_second_too_long_rejection_ends_the_run(
 
     _assert_failure_record(beam_store, finished, "ContextTooLong")
     assert len(openai_server.requests) == 5
+
+
+def test_a_kernel_tool_with_a_reserved_name_is_refused_when_registered() -> None:
+    def ms(query: str) -> str:
+        return query
+
+    with pytest.raises(UsageError, match="'ms' is reserved by the kernel"):
+        tool(ms)
+    assert tool(ms, expose="model").name == "ms"  # only the kernel reserves the name

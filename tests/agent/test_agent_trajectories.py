@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from scripted_servers import ScriptedOpenAIServer
+from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
 
 from scrollctx.agent import (
     Agent,
@@ -240,3 +240,45 @@ def test_secrets_never_reach_the_log_or_the_trace(
     assert openai_server.requests[0].headers["authorization"] == "Bearer sk-scripted-test-key"
     for path in [beam_store / "history.db", finished.trace_path]:
         assert b"sk-scripted-test-key" not in path.read_bytes()
+
+
+def test_anthropic_thinking_blocks_go_back_exactly(
+    beam_store: Path, anthropic_server: ScriptedAnthropicServer
+) -> None:
+    thinking = {"type": "thinking", "thinking": "Search first.", "signature": "c2lnbmVk=="}
+    anthropic_server.enqueue_message(
+        [
+            thinking,
+            {"type": "text", "text": "Looking.\n⟦ find sprint | none | search | in_progress ⟧"},
+            {"type": "tool_use", "id": "toolu_1", "name": "recall_history_python",
+             "input": {"source": "print(len(ms.search('sprint', k=2)))"}},
+        ],
+        stop_reason="tool_use",
+    )  # fmt: skip
+    anthropic_server.enqueue_message(
+        [{"type": "tool_use", "id": "toolu_2", "name": "submit_answer",
+          "input": {"answer": "two hits"}}],
+        stop_reason="tool_use",
+    )  # fmt: skip
+
+    with Agent(
+        model="anthropic:claude-scripted", store=beam_store, environ=anthropic_server.environ
+    ) as agent:
+        finished = agent.ask("Sprints?", task_id=TASK)
+
+    assert (finished.status, finished.answer) == ("answered", "two hits")
+    second = anthropic_server.requests[1].body["messages"]
+    assistant = next(m for m in second if m["role"] == "assistant")
+    assert assistant["content"][0] == thinking
+    result = next(
+        block
+        for m in second
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for block in m["content"]
+        if block.get("type") == "tool_result"
+    )
+    assert result["tool_use_id"] == "toolu_1"
+    assert result["content"] == "stdout:\n2"
+    assert finished.trace_path is not None
+    trace = json.loads(finished.trace_path.read_text(encoding="utf-8"))
+    assert trace["steps"][0]["reasoning"] == "Search first."

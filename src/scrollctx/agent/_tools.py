@@ -36,7 +36,7 @@ from typing import Any, Literal, overload
 from scrollctx.agent._prompts import describe_function, tool_description
 from scrollctx.agent.backends import ToolSpec
 from scrollctx.errors import QueryError, UsageError
-from scrollctx.kernel import CellResult, Kernel, render_digest, render_observation
+from scrollctx.kernel import CellResult, Kernel, describe_tool, render_digest, render_observation
 from scrollctx.log import EventLog
 from scrollctx.surface import MemorySurface, format_notes, open_surface
 
@@ -147,7 +147,10 @@ def tool(
         tool_name = str(name or getattr(target, "__name__", ""))
         if not tool_name.isidentifier():
             raise UsageError(f"tool name {tool_name!r} is not a Python identifier; pass name=")
-        return UserTool(target, tool_name, expose)
+        made = UserTool(target, tool_name, expose)
+        if made.in_kernel:
+            describe_tool(target, tool_name)  # a reserved or unusable name fails here, not mid-run
+        return made
 
     return wrap(func) if func is not None else wrap
 
