@@ -78,9 +78,7 @@ def read_rows(store: Path) -> list[tuple[str, str, str]]:
     conn = sqlite3.connect(store / "history.db")
     try:
         return list(
-            conn.execute(
-                "SELECT prose, code, headline FROM conversation_history_text ORDER BY seq"
-            )
+            conn.execute("SELECT prose, code, headline FROM conversation_history_text ORDER BY seq")
         )
     finally:
         conn.close()
