@@ -95,7 +95,8 @@ def render_markdown(report: RetrievalReport, *, command: str, date: str) -> str:
     for section in report.sections:
         parts += ["", f"## {section.name}", "", _summary(section) + ".", ""]
         parts += _markdown_table(section, report.ks)
-        parts += ["", _paired(section)[0].upper() + _paired(section)[1:] + ".", ""]
+        paired = _paired(section)
+        parts += ["", paired[0].upper() + paired[1:] + "."]
         parts += [f"- note: {note}" for note in _anomalies(section)]
         parts += ["", f"### {section.name} by question group (turn level)", ""]
         parts += _markdown_groups(section)
