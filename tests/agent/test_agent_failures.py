@@ -191,3 +191,48 @@ def test_a_kernel_tool_with_a_reserved_name_is_refused_when_registered() -> None
     with pytest.raises(UsageError, match="'ms' is reserved by the kernel"):
         tool(ms)
     assert tool(ms, expose="model").name == "ms"  # only the kernel reserves the name
+
+
+def test_a_session_cut_between_a_call_and_its_result_continues(event_log: EventLog) -> None:
+    policy = ScrollPolicy.open(event_log, "s1", "system", budget_tokens=8000)
+    policy.add({"role": "user", "content": "Run something."})
+    call = {"id": "call_9", "type": "function",
+            "function": {"name": "repl_exec", "arguments": '{"source": "1"}'}}  # fmt: skip
+    policy.add({"role": "assistant", "content": None, "tool_calls": [call]})
+    # The process dies here; a new one restores the session from the log.
+    restored = ScrollPolicy.open(event_log, "s1", "system", budget_tokens=8000)
+
+    restored.add({"role": "user", "content": "Are you there?"})
+
+    messages = restored.prepare("").messages
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
+    assert messages[2]["tool_call_id"] == "call_9"
+    assert "interrupted" in (messages[2]["content"] or "")
+    again = ScrollPolicy.open(event_log, "s1", "system", budget_tokens=8000).prepare("")
+    assert again.messages == messages
+
+
+def test_ctrl_c_still_leaves_a_failure_record(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    @tool(expose="model")
+    def slow_lookup(key: str) -> str:
+        """Look a key up slowly."""
+        raise KeyboardInterrupt
+
+    openai_server.enqueue_tool_calls([("slow_lookup", {"key": "k"})])
+    with Agent(model=scripted_backend, store=beam_store, tools=[slow_lookup]) as agent:
+        with pytest.raises(KeyboardInterrupt):
+            agent.run("Look k up.")
+
+    conn = sqlite3.connect(beam_store / "history.db")
+    try:
+        (metadata,) = conn.execute(
+            "SELECT metadata FROM conversation_history WHERE kind = 'system' "
+            "AND json_extract(metadata, '$.run_end') IS NOT NULL"
+        ).fetchone()
+    finally:
+        conn.close()
+    end = json.loads(metadata)["run_end"]
+    assert (end["status"], end["failure"]) == ("failed", "interrupted by the user")
+    assert Path(end["trace_path"]).is_file()

@@ -167,6 +167,9 @@ class AgentLoop:
             outcome = yield from self._steps(run)
         except _FAILURES as exc:
             outcome = _Outcome("failed", failure=f"{type(exc).__name__}: {redact(str(exc))}")
+        except KeyboardInterrupt:
+            self._finish(run, _Outcome("failed", failure="interrupted by the user"))
+            raise
         yield self._finish(run, outcome or _Outcome("failed", failure="the run ended early"))
 
     # -- steps -----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from scrollctx.view import WorkingView, split_message
 __all__ = ["ContextPolicy", "PreparedContext", "ScrollPolicy", "persist_message"]
 
 _SHRINK = 0.7
+_INTERRUPTED = "not run: the session was interrupted before this call returned"
 _MIN_BUDGET = 1024
 
 
@@ -129,8 +130,28 @@ class ScrollPolicy:
         synthetic: bool = False,
         fields: Mapping[str, Any] | None = None,
     ) -> list[int]:
-        """Append to the view (which persists it now)."""
+        """Append to the view (which persists it now).
+
+        A session restored after a crash may end with tool calls that never got results; a
+        new non-result message first closes each with an "interrupted" result, so the history
+        stays well formed (a call is always followed by its result).
+        """
+        if message["role"] != "tool":
+            self._close_open_calls(fields)
         return self.view.append(dict(message), synthetic=synthetic, fields=dict(fields or {}))
+
+    def _close_open_calls(self, fields: Mapping[str, Any] | None) -> None:
+        answered = {t.tool_call_id for t in self.view.turns if t.role == "tool"}
+        for turn in self.view.turns:
+            for block in turn.blocks if turn.role == "assistant" else ():
+                if block["type"] == "call" and block["id"] not in answered:
+                    result: dict[str, Any] = {
+                        "role": "tool",
+                        "tool_call_id": block["id"],
+                        "name": block.get("name"),
+                        "content": _INTERRUPTED,
+                    }
+                    self.view.append(result, fields={**dict(fields or {}), "tool_state": "error"})
 
     def prepare(self, digest: str, *, shrink: bool = False) -> PreparedContext:
         """Evict to the budget (a lower one after a too-long rejection) and build the request."""

@@ -84,9 +84,13 @@ class _StepView:
         elif isinstance(event, ModelStep):
             self._model(event)
         elif isinstance(event, ToolStep):
-            first = event.observation.strip().splitlines()[:1]
-            more = event.observation.count("\n")
-            text = (first[0] if first else "")[:_SHOWN] + (f" (+{more} lines)" if more else "")
+            lines = [
+                line
+                for line in event.observation.strip().splitlines()
+                if line.strip() not in ("", "stdout:", "stderr:")
+            ]
+            more = len(lines) - 1
+            text = (lines[0] if lines else "")[:_SHOWN] + (f" (+{more} lines)" if more > 0 else "")
             self.line(f"  <- {text}", "green" if event.ok else "red")
         elif isinstance(event, RunFinished):
             self._finished(event)
