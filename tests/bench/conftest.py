@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
 
+from bench_servers import ScriptedModelServer  # noqa: E402
 from scripted_servers import ScriptedOpenAIServer, serve  # noqa: E402
 
 
@@ -30,3 +31,19 @@ def openai_server(_bench_openai_server: ScriptedOpenAIServer) -> Iterator[Script
     _bench_openai_server.reset()
     yield _bench_openai_server
     assert _bench_openai_server.pending == 0, "scripted replies were left unserved"
+
+
+@pytest.fixture(scope="session")
+def _model_server_session() -> Iterator[ScriptedModelServer]:
+    server = serve(ScriptedModelServer)
+    assert isinstance(server, ScriptedModelServer)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def model_server(_model_server_session: ScriptedModelServer) -> Iterator[ScriptedModelServer]:
+    """The session's ScriptedModelServer, reset for this test."""
+    _model_server_session.reset()
+    _model_server_session.respond = None
+    yield _model_server_session

@@ -1,10 +1,20 @@
-"""Benchmarks: retrieval metrics, gold labels, the BM25 baseline and the side-by-side evaluation.
+"""Benchmarks: retrieval metrics, gold labels, the BM25 baseline and the side-by-side evaluation;
+QA runs of Scroll, its ablations and baselines, with the benchmarks' own scoring and reports.
 
 ``evaluate_retrieval`` ingests each benchmark conversation into its own store and ranks the same
 turns with ``ms.search`` and with BM25, scoring both against the gold evidence ids.
+
+``run_questions`` answers benchmark questions (``longmemeval_questions``, ``beam_questions``,
+``locomo_questions``) with one system (``get_system``: see ``SYSTEMS``) under the paper's
+protocol, scores each answer (``score_answer``: LLM judges via :class:`Judge`, LoCoMo token F1)
+and appends it to a resumable :class:`ResultFile`; ``write_report`` renders result files as
+Markdown tables, PNG plots and JSON.
 """
 
 from scrollctx.bench._bm25 import TOKENIZERS, BM25Baseline, tokenize, word_tokens
+from scrollctx.bench._f1 import locomo_score, normalize_answer, token_f1
+from scrollctx.bench._judge import Judge, Verdict
+from scrollctx.bench._kendall import OrderingScore, normalized_tau, ordering_score, tau_b
 from scrollctx.bench._labels import (
     BEAM_SIZES,
     BeamChat,
@@ -29,7 +39,20 @@ from scrollctx.bench._metrics import (
     score_ranking,
     session_ranking,
 )
+from scrollctx.bench._qareport import ReportFiles, write_report
+from scrollctx.bench._questions import (
+    BEAM_ABILITIES,
+    BEAM_TIERS,
+    BENCHMARKS,
+    History,
+    Question,
+    beam_questions,
+    categories_of,
+    locomo_questions,
+    longmemeval_questions,
+)
 from scrollctx.bench._report import comparison_rows, render_markdown, render_text
+from scrollctx.bench._results import ResultFile, read_records
 from scrollctx.bench._retrieval import (
     LEVELS,
     PAIRED_METRICS,
@@ -43,35 +66,67 @@ from scrollctx.bench._retrieval import (
     locomo_conversations,
     read_turns,
 )
+from scrollctx.bench._runner import RunSummary, run_questions
+from scrollctx.bench._scoring import PRIMARY, Scored, score_answer
+from scrollctx.bench._stem import stem
+from scrollctx.bench._systems import SYSTEMS as QA_SYSTEMS
+from scrollctx.bench._systems import Attempt, RunSettings, System, get_system, task_text
 
 __all__ = [
+    "Attempt",
+    "BEAM_ABILITIES",
     "BEAM_SIZES",
+    "BEAM_TIERS",
+    "BENCHMARKS",
     "BM25Baseline",
     "BeamChat",
     "Conversation",
     "DEFAULT_KS",
+    "History",
+    "Judge",
     "LEVELS",
     "LabelCounts",
     "LocomoConversation",
+    "OrderingScore",
     "PAIRED_METRICS",
+    "PRIMARY",
     "Probe",
+    "QA_SYSTEMS",
+    "Question",
+    "ReportFiles",
+    "ResultFile",
     "RetrievalReport",
+    "RunSettings",
+    "RunSummary",
     "SYSTEMS",
+    "Scored",
     "SectionResult",
+    "System",
     "TOKENIZERS",
     "Turn",
+    "Verdict",
     "beam_chats",
     "beam_conversations",
+    "beam_questions",
+    "categories_of",
     "comparison_rows",
     "evaluate_retrieval",
     "first_occurrences",
     "flatten_source_ids",
+    "get_system",
     "load_locomo",
     "locomo_conversations",
+    "locomo_questions",
+    "locomo_score",
+    "longmemeval_questions",
     "mean_scores",
     "metric_names",
     "ndcg",
+    "normalize_answer",
     "normalize_dia_id",
+    "normalized_tau",
+    "ordering_score",
+    "read_records",
     "read_turns",
     "recall_all",
     "recall_any",
@@ -79,8 +134,15 @@ __all__ = [
     "render_markdown",
     "render_text",
     "resolve_evidence",
+    "run_questions",
+    "score_answer",
     "score_ranking",
     "session_ranking",
+    "stem",
+    "task_text",
+    "tau_b",
+    "token_f1",
     "tokenize",
     "word_tokens",
+    "write_report",
 ]

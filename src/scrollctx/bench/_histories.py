@@ -1,0 +1,224 @@
+"""The evaluation protocol's ingestion (paper §3.3): one base store per history, then one copy
+per probe question.
+
+Protocol:
+
+- A history (one conversation) is read with its importer and appended to a fresh Event Log
+  **session by session, in chronological order**, one transaction per session. No model call
+  is made (unless a ``transform`` asks for one: the lossy-summary ablation).
+- At each session boundary the raw context is cleared: nothing of the session stays live, and
+  what is carried forward is Scroll's state only: the Event Log and an eviction index to which
+  each finished session adds one block (lines naming the exact ``seq`` spans of its turns; the
+  index rolls up as a working view's does). The index is stored in the log as an
+  ``eviction_index`` event of session :data:`INGEST_SESSION`.
+- Every probe question runs in its own copy of the base store (:func:`copy_store`), so probes
+  never see each other's turns, and may run in parallel.
+
+Invariants: a base store is used only once its ``bench_store.json`` marker exists (written
+last, by rename); a folder without the marker is an interrupted build and is rebuilt from
+scratch. ``corpus_tokens`` is the estimated token count of every history event as stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from scrollctx.bench._questions import History
+from scrollctx.errors import UsageError
+from scrollctx.ingest import get_importer, probe
+from scrollctx.log import Event, EventLog, NewEvent
+from scrollctx.view import INDEX_KIND, EvictionIndex, IndexBlock, IndexLine, estimate_tokens
+
+__all__ = [
+    "INGEST_SESSION",
+    "BaseStore",
+    "SessionTransform",
+    "build_base_store",
+    "carried_index",
+    "copy_store",
+    "read_sessions",
+]
+
+INGEST_SESSION = "bench:ingest"
+"""Session id of the carried eviction index written at ingestion."""
+
+_MARKER = "bench_store.json"
+_LINES_PER_SESSION = 8
+_LINE_CHARS = 200
+
+SessionTransform = Callable[[list[NewEvent]], tuple[list[NewEvent], int, int]]
+"""Replaces a session's events (lossy summarization): returns (events, tokens in, tokens out)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BaseStore:
+    """A built history store: where it is and what went in."""
+
+    history: str
+    path: Path
+    sessions: int
+    events: int
+    corpus_tokens: int
+    index_seq: int | None
+    ingest_tokens_in: int = 0
+    ingest_tokens_out: int = 0
+
+    @property
+    def db_path(self) -> Path:
+        """The Event Log file."""
+        return self.path / "history.db"
+
+
+def read_sessions(history: History) -> list[list[NewEvent]]:
+    """Return the history's events grouped by session, in chronological order."""
+    if history.path is None:
+        raise UsageError(
+            f"the history {history.key} is not in the data (BEAM 10M ships questions only); "
+            "put its chat.json beside probing_questions/ or choose another size"
+        )
+    importer = get_importer(history.format)
+    sessions: dict[str, list[NewEvent]] = {}
+    for event in importer.read(history.path, probe(history.path)):
+        sessions.setdefault(event.session_id, []).append(event)
+    return sorted(sessions.values(), key=lambda events: events[0].step_index or 0)
+
+
+def build_base_store(
+    history: History,
+    store_dir: Path,
+    *,
+    transform: SessionTransform | None = None,
+    k: int = 4,
+) -> BaseStore:
+    """Build (or reuse) the base store of ``history`` in ``store_dir`` (see the module doc)."""
+    marker = store_dir / _MARKER
+    if marker.is_file():
+        return _read_marker(marker, store_dir)
+    if store_dir.exists():
+        shutil.rmtree(store_dir)
+    store_dir.mkdir(parents=True)
+    index = EvictionIndex(k, INGEST_SESSION)
+    counts = {"events": 0, "corpus": 0, "in": 0, "out": 0}
+    sessions = read_sessions(history)
+    with EventLog.open(store_dir / "history.db") as log:
+        for events in sessions:
+            if transform is not None:
+                events, tokens_in, tokens_out = transform(events)
+                counts["in"] += tokens_in
+                counts["out"] += tokens_out
+            stored = _append_session(log, events)
+            counts["events"] += len(stored)
+            counts["corpus"] += sum(estimate_tokens(log.full_text(e)) for e in stored)
+            index.add(_session_block(stored), len(stored))
+        index_seq = _write_index(log, index, history.key) if sessions else None
+    base = BaseStore(
+        history.key,
+        store_dir,
+        len(sessions),
+        counts["events"],
+        counts["corpus"],
+        index_seq,
+        counts["in"],
+        counts["out"],
+    )
+    _write_marker(marker, base)
+    return base
+
+
+def _append_session(log: EventLog, events: list[NewEvent]) -> list[Event]:
+    seqs = log.append_many(events)
+    return list(log.events(seqs))
+
+
+def _session_block(events: list[Event]) -> IndexBlock:
+    """One block per session: up to eight lines, each a contiguous run of its turns."""
+    size = -(-len(events) // _LINES_PER_SESSION)
+    lines = []
+    for start in range(0, len(events), size):
+        chunk = events[start : start + size]
+        text = chunk[0].label or chunk[0].content[:_LINE_CHARS]
+        if start == 0:
+            text = f"{_session_tag(chunk[0])} {text}"
+        if len(chunk) > 1:
+            text = f"{text} … ({len(chunk)} turns)"
+        lines.append(IndexLine(chunk[0].seq, chunk[-1].seq, "turn", _clip(text)))
+    return IndexBlock(lines)
+
+
+def _session_tag(event: Event) -> str:
+    date = event.metadata.get("date")
+    return f"[Session {event.step_index} | {date}]" if date else f"[Session {event.step_index}]"
+
+
+def _clip(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _LINE_CHARS else flat[: _LINE_CHARS - 1] + "…"
+
+
+def _write_index(log: EventLog, index: EvictionIndex, task_id: str) -> int:
+    last = max((b.hi for b in index.blocks()), default=0)
+    data = index.to_data({"live_from": last + 1, "pinned": [], "folded": []})
+    return log.append(
+        NewEvent(
+            session_id=INGEST_SESSION,
+            kind=INDEX_KIND,
+            role="system",
+            content=f"ingestion index: {index.counters['evictions']} sessions, "
+            f"{index.block_count()} blocks",
+            task_id=task_id,
+            metadata=data,
+            searchable=False,
+        )
+    )
+
+
+def carried_index(log: EventLog) -> dict[str, Any] | None:
+    """The eviction index carried from ingestion, as data (``None`` when there is none)."""
+    rows = log.execute(
+        "SELECT seq FROM conversation_history WHERE session_id = ? AND kind = ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (INGEST_SESSION, INDEX_KIND),
+    )
+    if not rows:
+        return None
+    event = log.get(int(rows[0]["seq"]))
+    return dict(event.metadata) if event is not None else None
+
+
+def copy_store(base: Path, target: Path) -> Path:
+    """Copy a base store (database by SQLite's backup API, payload files as files)."""
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    source = sqlite3.connect(f"file:{base / 'history.db'}?mode=ro", uri=True)
+    try:
+        copy = sqlite3.connect(target / "history.db")
+        try:
+            source.backup(copy)
+        finally:
+            copy.close()
+    finally:
+        source.close()
+    if (base / "payloads").is_dir():
+        shutil.copytree(base / "payloads", target / "payloads")
+    return target
+
+
+def _write_marker(marker: Path, base: BaseStore) -> None:
+    data = {**asdict(base), "path": str(base.path)}
+    temporary = marker.with_suffix(".tmp")
+    temporary.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(temporary, marker)
+
+
+def _read_marker(marker: Path, store_dir: Path) -> BaseStore:
+    data = json.loads(marker.read_text(encoding="utf-8"))
+    data["path"] = store_dir
+    return BaseStore(**data)

@@ -1,0 +1,223 @@
+"""Context policies for the evaluation's systems, built on the agent's ``ContextPolicy`` seam.
+
+- :func:`scroll_policy`: Scroll's working view (the agent's ``ScrollPolicy``) opened on a probe
+  session that starts with the eviction index carried from ingestion (paper §3.3). The index is
+  handed over the way the view itself persists one: an ``eviction_index`` event of the probe
+  session, which ``WorkingView.restore`` reads. With ``strip_index`` the index never reaches
+  the model (the "Scroll w/o index" ablation: keyword search only).
+- :class:`WindowPolicy`: no Scroll: every turn of the session is sent, and when the window is
+  exceeded the oldest exchanges are dropped (a tool call leaves with its results); if the
+  first message alone is too long, its text is cut from the front, so the most recent part of
+  a long history stays. Used by the summarization, retrieval, CodeAct and long-context
+  baselines.
+
+Invariants: every message is appended to the Event Log before it is kept; the first message
+(the task) is never dropped, only cut; a tool call is never sent without its results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scrollctx.agent import (
+    ContextPolicy,
+    Message,
+    PolicyFactory,
+    PreparedContext,
+    ScrollPolicy,
+    persist_message,
+)
+from scrollctx.bench._histories import carried_index
+from scrollctx.log import EventLog, NewEvent
+from scrollctx.view import INDEX_HEADER, INDEX_KIND, estimate_tokens
+
+__all__ = ["NoIndexPolicy", "WindowPolicy", "scroll_policy", "window_policy"]
+
+_OVERHEAD = 4
+_SHRINK = 0.7
+_CUT_NOTE = "[the beginning of this message was cut to fit the context window]\n"
+
+
+def _carry_index(log: EventLog, session_id: str, fields: Mapping[str, Any]) -> None:
+    data = carried_index(log)
+    if data is None:
+        return
+    data = {**data, "session_id": session_id}
+    log.append(
+        NewEvent(
+            session_id=session_id,
+            kind=INDEX_KIND,
+            role="system",
+            content="eviction index carried from ingestion",
+            metadata=data,
+            searchable=False,
+            agent_id=fields.get("agent_id"),
+            task_id=fields.get("task_id"),
+        )
+    )
+
+
+def scroll_policy(*, rho: float = 0.8, k: int = 4, strip_index: bool = False) -> PolicyFactory:
+    """A factory for Scroll's policy on a probe session with the ingestion index carried."""
+
+    def factory(
+        log: EventLog, session_id: str, prompt: str, budget: int, fields: dict[str, Any]
+    ) -> ContextPolicy:
+        if not strip_index:
+            _carry_index(log, session_id, fields)
+        policy = ScrollPolicy.open(
+            log, session_id, prompt, budget_tokens=budget, rho=rho, k=k, event_fields=fields
+        )
+        return NoIndexPolicy(policy) if strip_index else policy
+
+    return factory
+
+
+class NoIndexPolicy:
+    """Scroll's view with the eviction index withheld from the model."""
+
+    def __init__(self, inner: ScrollPolicy) -> None:
+        self.inner = inner
+
+    def add(
+        self, message: Message, *, synthetic: bool = False, fields: Mapping[str, Any] | None = None
+    ) -> list[int]:
+        """Log and keep the message (the view does both)."""
+        return self.inner.add(message, synthetic=synthetic, fields=fields)
+
+    def prepare(self, digest: str, *, shrink: bool = False) -> PreparedContext:
+        """The view's context without the index message."""
+        prepared = self.inner.prepare(digest, shrink=shrink)
+        kept = [
+            m for m in prepared.messages if not str(m.get("content") or "").startswith(INDEX_HEADER)
+        ]
+        removed = sum(
+            estimate_tokens(str(m.get("content") or "")) for m in prepared.messages
+        ) - sum(estimate_tokens(str(m.get("content") or "")) for m in kept)
+        return PreparedContext(
+            system=prepared.system,
+            messages=kept,
+            tokens=max(0, prepared.tokens - removed),
+            tokens_before=prepared.tokens_before,
+            evicted_turns=prepared.evicted_turns,
+            index_seq=prepared.index_seq,
+        )
+
+    def observe_usage(self, prompt_tokens: int) -> None:
+        """Pass the provider's count to the view."""
+        self.inner.observe_usage(prompt_tokens)
+
+    def index_text(self) -> str:
+        """No index is shown."""
+        return ""
+
+
+def window_policy() -> PolicyFactory:
+    """A factory for :class:`WindowPolicy`."""
+
+    def factory(
+        log: EventLog, session_id: str, prompt: str, budget: int, fields: dict[str, Any]
+    ) -> ContextPolicy:
+        return WindowPolicy(log, session_id, prompt, budget_tokens=budget, event_fields=fields)
+
+    return factory
+
+
+def _message_tokens(message: Mapping[str, Any]) -> int:
+    text = str(message.get("content") or "")
+    for call in message.get("tool_calls") or []:
+        function = call.get("function", {})
+        text += str(function.get("name", "")) + str(function.get("arguments", ""))
+    return estimate_tokens(text) + _OVERHEAD
+
+
+class WindowPolicy:
+    """Every turn, oldest exchanges dropped to fit the window (see the module docstring)."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        session_id: str,
+        system_prompt: str,
+        *,
+        budget_tokens: int,
+        event_fields: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.log, self.session_id, self.system_prompt = log, session_id, system_prompt
+        self.budget_tokens = budget_tokens
+        self.event_fields = dict(event_fields or {})
+        self.messages: list[Message] = []
+        self.ratio = 1.0
+        self._last_raw = 0
+
+    def add(
+        self, message: Message, *, synthetic: bool = False, fields: Mapping[str, Any] | None = None
+    ) -> list[int]:
+        """Append the message to the log and keep it."""
+        merged = {**self.event_fields, **dict(fields or {})}
+        seqs = persist_message(
+            self.log, self.session_id, message, synthetic=synthetic, fields=merged
+        )
+        self.messages.append(message)
+        return seqs
+
+    def prepare(self, digest: str, *, shrink: bool = False) -> PreparedContext:
+        """All kept messages, the oldest exchanges dropped until they fit."""
+        if shrink:
+            self.budget_tokens = max(1024, int(self.budget_tokens * _SHRINK))
+        messages = list(self.messages)
+        if digest:
+            messages.append({"role": "user", "content": digest})
+        raw = [_message_tokens(m) for m in messages]
+        before = self._scaled(sum(raw) + estimate_tokens(self.system_prompt))
+        dropped = 0
+        while (
+            len(messages) > 1
+            and self._scaled(sum(raw) + estimate_tokens(self.system_prompt)) > self.budget_tokens
+        ):
+            end = _group_end(messages, 1)
+            if end >= len(messages):
+                break
+            del messages[1:end], raw[1:end]
+            dropped += end - 1
+        total = sum(raw) + estimate_tokens(self.system_prompt)
+        if messages and self._scaled(total) > self.budget_tokens:
+            messages[0], raw[0] = self._cut_first(messages[0], total - raw[0])
+            dropped += 1
+        self._last_raw = sum(raw) + estimate_tokens(self.system_prompt)
+        return PreparedContext(
+            system=self.system_prompt,
+            messages=messages,
+            tokens=self._scaled(self._last_raw),
+            tokens_before=before,
+            evicted_turns=dropped,
+        )
+
+    def _scaled(self, raw: int) -> int:
+        return int(raw * self.ratio)
+
+    def _cut_first(self, message: Message, others: int) -> tuple[Message, int]:
+        text = str(message.get("content") or "")
+        room = max(256, int(self.budget_tokens / self.ratio) - others - _OVERHEAD)
+        share = room / max(1, estimate_tokens(text))
+        kept = _CUT_NOTE + text[len(text) - int(len(text) * min(1.0, share)) :]
+        cut: Message = {**message, "content": kept}
+        return cut, _message_tokens(cut)
+
+    def observe_usage(self, prompt_tokens: int) -> None:
+        """Learn the provider's tokens per estimated token (clamped to [0.5, 3])."""
+        if prompt_tokens > 0 and self._last_raw > 0:
+            self.ratio = min(3.0, max(0.5, prompt_tokens / self._last_raw))
+
+    def index_text(self) -> str:
+        """There is no index."""
+        return ""
+
+
+def _group_end(messages: list[Message], start: int) -> int:
+    """Index just past the exchange starting at ``start`` (an assistant call and its results)."""
+    end = start + 1
+    while end < len(messages) and messages[end].get("role") == "tool":
+        end += 1
+    return end

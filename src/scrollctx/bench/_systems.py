@@ -1,0 +1,423 @@
+"""The systems a QA run compares: Scroll, its ablations and the baselines, on one backbone.
+
+Every system answers one question in its own probe session and store, with the same backbone
+model and the same loop (:class:`~scrollctx.agent.Agent`); they differ only in their toolset,
+their context policy and what their store holds (paper Table 3 and Figure 3):
+
+============== ================================================================================
+scroll         the full system: history in the Event Log, the eviction index carried from
+               ingestion, ``repl_exec`` + ``recall_history_python`` (``ms``) + ``submit_answer``
+scroll-norepl  ablation: ``ms.search`` / ``ms.expand`` / ``ms.sql_query`` as ordinary JSON tool
+               calls, no persistent kernel
+scroll-noindex ablation: the eviction index removed, keyword search only
+lossy-summary  ablation: each session summarized at ingestion, the summaries replace the
+               originals in the Event Log; then as ``scroll``
+summary        baseline: a running summary compacted at every session boundary (and per chunk
+               of a long session); the probe sees only the summary, no recall tool
+retrieval      baseline: the history evicted behind one recall tool (``ms_search``), a plain
+               context window, no kernel and no index
+codeact        baseline: a CodeAct agent without Scroll: the history is a JSONL file in its
+               workspace, read with Python in ``repl_exec``; no ``ms`` data, no index, plain window
+longcontext    baseline: the whole history in the prompt, truncated from the oldest side to the
+               window; the model answers with ``submit_answer``
+============== ================================================================================
+
+Invariants: a probe's store is a copy (or a fresh empty store) used by that probe alone; a run
+that fails is reported with its failure, never as an answer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from scrollctx.agent import (
+    Agent,
+    RunFinished,
+    Toolset,
+    json_memory_toolset,
+    resolve_model,
+    scroll_toolset,
+)
+from scrollctx.bench._histories import BaseStore, build_base_store, copy_store, read_sessions
+from scrollctx.bench._policies import scroll_policy, window_policy
+from scrollctx.bench._questions import History, Question
+from scrollctx.bench._summaries import Summarizer, lossy_transform, session_text
+from scrollctx.errors import UsageError
+from scrollctx.view import estimate_tokens
+
+__all__ = ["SYSTEMS", "Attempt", "RunSettings", "System", "get_system", "task_text"]
+
+SYSTEMS: tuple[str, ...] = (
+    "scroll",
+    "scroll-norepl",
+    "scroll-noindex",
+    "lossy-summary",
+    "summary",
+    "retrieval",
+    "codeact",
+    "longcontext",
+)
+
+_ANSWER_FORMAT = (
+    "Answer from the conversation history only, in one or a few sentences, and finish with "
+    "submit_answer. If the history does not contain the answer, say so."
+)
+_LONG_CONTEXT_SHARE = 0.8
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """How every system of a run is configured (the same for all, so runs compare)."""
+
+    model: str
+    environ: Mapping[str, str] | None = None
+    max_steps: int = 30
+    budget_tokens: int | None = None
+    sandbox: str = "strict"
+    cell_timeout: float = 60.0
+    options: Mapping[str, Any] = field(default_factory=dict)
+    summary_words: int = 600
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """What a system did for one question."""
+
+    answer: str | None
+    run_status: str
+    failure: str | None
+    tokens_in: int
+    tokens_out: int
+    turns: int
+    wall_time_s: float
+    trace_path: str | None
+    session_id: str
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def task_text(question: Question) -> str:
+    """The question as the agent receives it, with the benchmark's official additions.
+
+    LongMemEval adds the question's date; LoCoMo category 2 asks for an approximate date from
+    the session dates; LoCoMo category 5 is a two-option choice between "Not mentioned in the
+    conversation" and the adversarial answer (order fixed per question by its id's hash).
+    """
+    text = question.question
+    if question.benchmark == "longmemeval" and question.question_date:
+        return f"{text}\n\n(Today is {question.question_date}.)"
+    if question.benchmark == "locomo" and question.category == "2":
+        return f"{text}\n\nAnswer with an approximate date, based on the dates of the sessions."
+    if question.benchmark == "locomo" and question.category == "5":
+        options = [question.answer, str(question.extra.get("adversarial_answer", ""))]
+        if hashlib.sha256(question.qid.encode()).digest()[0] % 2:
+            options.reverse()
+        return f"{text}\n\nSelect the correct answer: (a) {options[0]} (b) {options[1]}"
+    return text
+
+
+class System:
+    """One system: how its store is prepared per history and how it answers one question."""
+
+    name: str = ""
+    uses_history_store: bool = True
+
+    def __init__(self, settings: RunSettings, work_dir: Path) -> None:
+        self.settings = settings
+        self.work_dir = work_dir
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    # -- per history ---------------------------------------------------------------------
+
+    def _lock(self, key: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def base_store(self, history: History) -> BaseStore:
+        """Build (once) and return the history's base store for this system."""
+        with self._lock(history.key):
+            return self._build(history)
+
+    def _build(self, history: History) -> BaseStore:
+        return build_base_store(history, self.work_dir / "stores" / "raw" / _slug(history.key))
+
+    # -- per question --------------------------------------------------------------------
+
+    def answer(self, question: Question, base: BaseStore, probe_dir: Path) -> Attempt:
+        """Answer ``question`` in ``probe_dir`` (a fresh folder this call owns)."""
+        store = copy_store(base.path, probe_dir / "store") if self.uses_history_store else None
+        agent = self._agent(store or probe_dir / "store", probe_dir)
+        with agent:
+            finished = self._run(agent, question, base)
+        return _attempt(finished)
+
+    def _agent(self, store: Path, probe_dir: Path, **extra: Any) -> Agent:
+        settings = self.settings
+        return Agent(
+            settings.model,
+            store=store,
+            environ=settings.environ,
+            max_steps=settings.max_steps,
+            budget_tokens=settings.budget_tokens,
+            sandbox=settings.sandbox,
+            cell_timeout=settings.cell_timeout,
+            options=settings.options,
+            trace_dir=self.work_dir / "traces" / self.name,
+            agent_id=self.name,
+            **self._agent_parts(),
+            **extra,
+        )
+
+    def _agent_parts(self) -> dict[str, Any]:
+        return {"policy": scroll_policy()}
+
+    def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
+        return agent.ask(
+            task_text(question), task_id=question.history.key, rubric=question.benchmark
+        )
+
+
+def _attempt(finished: RunFinished) -> Attempt:
+    metrics = finished.metrics
+    return Attempt(
+        answer=finished.answer,
+        run_status=finished.status,
+        failure=finished.failure,
+        tokens_in=metrics.tokens_in,
+        tokens_out=metrics.tokens_out,
+        turns=metrics.step_count,
+        wall_time_s=round(metrics.wall_time_s, 3),
+        trace_path=str(finished.trace_path) if finished.trace_path else None,
+        session_id=finished.session_id,
+    )
+
+
+def _only(toolset: Toolset, *names: str) -> Toolset:
+    tools = [t for t in toolset.tools if t.name in names]
+    return Toolset(tuple(tools), toolset.kernel_functions)
+
+
+def _fixed_toolset(toolset: Toolset) -> Callable[[Any], Toolset]:
+    def factory(user_tools: Any) -> Toolset:
+        return toolset
+
+    return factory
+
+
+class ScrollSystem(System):
+    """The full system."""
+
+    name = "scroll"
+
+
+class NoReplSystem(System):
+    """Scroll without the REPL: ``ms`` as ordinary JSON tool calls."""
+
+    name = "scroll-norepl"
+
+    def _agent_parts(self) -> dict[str, Any]:
+        return {"policy": scroll_policy(), "toolset": json_memory_toolset}
+
+
+class NoIndexSystem(System):
+    """Scroll without the eviction index."""
+
+    name = "scroll-noindex"
+
+    def _agent_parts(self) -> dict[str, Any]:
+        return {"policy": scroll_policy(strip_index=True)}
+
+
+class LossySummarySystem(System):
+    """Summaries replace the originals at ingestion; then Scroll as usual."""
+
+    name = "lossy-summary"
+
+    def _build(self, history: History) -> BaseStore:
+        folder = self.work_dir / "stores" / f"lossy-{_slug(self.settings.model)}"
+        summarizer = _summarizer(self.settings)
+        try:
+            return build_base_store(
+                history, folder / _slug(history.key), transform=lossy_transform(summarizer)
+            )
+        finally:
+            summarizer.backend.close()
+
+
+def _summarizer(settings: RunSettings) -> Summarizer:
+    backend = resolve_model(settings.model, environ=settings.environ)
+    return Summarizer(backend, words=settings.summary_words)
+
+
+class RetrievalSystem(System):
+    """A ReAct agent whose history sits behind one recall tool."""
+
+    name = "retrieval"
+
+    def _agent_parts(self) -> dict[str, Any]:
+        tools = _only(json_memory_toolset(), "ms_search", "submit_answer")
+        return {"policy": window_policy(), "toolset": _fixed_toolset(tools)}
+
+    def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
+        task = f"{task_text(question)}\n\n{_ANSWER_FORMAT}"
+        return agent.ask(task, task_id=question.history.key)
+
+
+class SummarySystem(System):
+    """A running summary compacted at every session boundary; no access to the raw history."""
+
+    name = "summary"
+    uses_history_store = False
+
+    def _build(self, history: History) -> BaseStore:
+        base = super()._build(history)
+        path = self._summary_path(history)
+        if not path.is_file():
+            summary, tokens_in, tokens_out = self._compact(history)
+            data = {"summary": summary, "tokens_in": tokens_in, "tokens_out": tokens_out}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data), encoding="utf-8")
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return BaseStore(
+            base.history,
+            base.path,
+            base.sessions,
+            base.events,
+            base.corpus_tokens,
+            base.index_seq,
+            int(data["tokens_in"]),
+            int(data["tokens_out"]),
+        )
+
+    def _summary_path(self, history: History) -> Path:
+        folder = self.work_dir / "summaries" / _slug(self.settings.model)
+        return folder / f"{_slug(history.key)}.json"
+
+    def _compact(self, history: History) -> tuple[str, int, int]:
+        summarizer = _summarizer(self.settings)
+        summary, tokens_in, tokens_out = "", 0, 0
+        try:
+            for events in read_sessions(history):
+                summary, used_in, used_out = summarizer.update(summary, session_text(events))
+                tokens_in, tokens_out = tokens_in + used_in, tokens_out + used_out
+        finally:
+            summarizer.backend.close()
+        return summary, tokens_in, tokens_out
+
+    def _agent_parts(self) -> dict[str, Any]:
+        tools = _only(scroll_toolset(), "submit_answer")
+        return {"policy": window_policy(), "toolset": _fixed_toolset(tools)}
+
+    def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
+        summary = json.loads(self._summary_path(question.history).read_text(encoding="utf-8"))
+        task = (
+            "Your memory of the earlier conversations with the user (a summary you kept as they "
+            f"happened):\n\n{summary['summary']}\n\nQuestion: {task_text(question)}\n\n"
+            f"{_ANSWER_FORMAT}"
+        )
+        return agent.ask(task)
+
+
+class LongContextSystem(System):
+    """The whole history in the prompt, truncated from the oldest side to the window."""
+
+    name = "longcontext"
+    uses_history_store = False
+
+    def _agent_parts(self) -> dict[str, Any]:
+        tools = _only(scroll_toolset(), "submit_answer")
+        return {"policy": window_policy(), "toolset": _fixed_toolset(tools)}
+
+    def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
+        ask = f"Question: {task_text(question)}\n\n{_ANSWER_FORMAT}"
+        room = int(agent.budget_tokens * _LONG_CONTEXT_SHARE) - estimate_tokens(ask)
+        history = _newest_lines(read_sessions(question.history), room)
+        return agent.ask(f"The conversation history so far:\n\n{history}\n\n{ask}")
+
+
+def _newest_lines(sessions: list[Any], room: int) -> str:
+    lines = [event.content for events in sessions for event in events]
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        cost = estimate_tokens(line) + 1
+        if used + cost > room:
+            kept.append(f"[{len(lines) - len(kept)} earlier turns cut to fit the window]")
+            break
+        kept.append(line)
+        used += cost
+    return "\n".join(reversed(kept))
+
+
+class CodeActSystem(System):
+    """CodeAct without Scroll: the history is a file in the workspace, read with Python."""
+
+    name = "codeact"
+    uses_history_store = False
+
+    def answer(self, question: Question, base: BaseStore, probe_dir: Path) -> Attempt:
+        workspace = probe_dir / "workspace"
+        workspace.mkdir(parents=True, exist_ok=True)
+        _write_history_file(question.history, workspace / "history.jsonl")
+        agent = self._agent(probe_dir / "store", probe_dir, workspace=workspace)
+        with agent:
+            task = (
+                "The user's earlier conversations are in the file history.jsonl in your "
+                "workspace: one JSON object per turn with session, date, role, speaker and "
+                f"content, oldest first. Read it with Python to answer.\n\nQuestion: "
+                f"{task_text(question)}\n\n{_ANSWER_FORMAT}"
+            )
+            finished = agent.run(task)
+        return _attempt(finished)
+
+    def _agent_parts(self) -> dict[str, Any]:
+        tools = _only(scroll_toolset(), "repl_exec", "submit_answer")
+        return {"policy": window_policy(), "toolset": _fixed_toolset(tools)}
+
+
+def _write_history_file(history: History, path: Path) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for events in read_sessions(history):
+            for event in events:
+                row = {
+                    "session": event.step_index,
+                    "date": event.metadata.get("date"),
+                    "role": event.role,
+                    "speaker": event.name or event.role,
+                    "content": event.content,
+                }
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+_CLASSES: dict[str, type[System]] = {
+    cls.name: cls
+    for cls in (
+        ScrollSystem,
+        NoReplSystem,
+        NoIndexSystem,
+        LossySummarySystem,
+        SummarySystem,
+        RetrievalSystem,
+        CodeActSystem,
+        LongContextSystem,
+    )
+}
+
+
+def get_system(name: str, settings: RunSettings, work_dir: Path) -> System:
+    """Build the system called ``name``; UsageError names the valid ones."""
+    try:
+        cls = _CLASSES[name]
+    except KeyError:
+        raise UsageError(f"unknown system {name!r}; choose one of: {', '.join(SYSTEMS)}") from None
+    return cls(settings, work_dir)

@@ -1,0 +1,177 @@
+"""Every system end to end on real slices of the data, played by a scripted model over HTTP.
+
+The scripted model (``ScriptedModelServer``, a test double) answers agent, judge and
+summarizer requests from what each request contains: the agent recalls once with the tools it
+was given and then submits the scripted answer; the judge says yes when the reference answer
+is in the response; the summarizer returns a fixed summary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench_servers import ScriptedModelServer
+from scripted_servers import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
+
+from scrollctx.agent import resolve_model
+from scrollctx.bench._judge import Judge
+from scrollctx.bench._questions import Question, beam_questions, longmemeval_questions
+from scrollctx.bench._results import ResultFile
+from scrollctx.bench._runner import run_questions
+from scrollctx.bench._systems import SYSTEMS, RunSettings, get_system
+from scrollctx.view import INDEX_HEADER
+
+FIXTURES = Path(__file__).resolve().parents[1] / "ingest" / "fixtures"
+LME = FIXTURES / "longmemeval_mini.json"
+SUMMARY = "Summary: the user adopted Biscuit and took a pottery class."
+_RECALL = {
+    "recall_history_python": {
+        "source": "rows = ms.search('pottery', kind='conversation', k=3)\nprint(len(rows))"
+    },
+    "ms_search": {"query": "pottery", "kind": "conversation", "k": 3},
+    "repl_exec": {
+        "source": "import json\nrows = [json.loads(l) for l in open('history.jsonl')]\n"
+        "print('rows', len(rows))"
+    },
+}
+
+
+def scripted_model(answer: str) -> Callable[[RecordedRequest], ScriptedReply]:
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        body: dict[str, Any] = request.body
+        tools = [t["function"]["name"] for t in body.get("tools") or []]
+        prompt = str(body["messages"][-1]["content"])
+        if not tools:
+            return _judge_or_summarize(prompt)
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            for name in _RECALL:  # in order of preference
+                if name in tools:
+                    return ScriptedOpenAIServer.tool_calls_reply([(name, _RECALL[name])])
+        return ScriptedOpenAIServer.tool_calls_reply([("submit_answer", {"answer": answer})])
+
+    return respond
+
+
+def _judge_or_summarize(prompt: str) -> ScriptedReply:
+    if prompt.startswith("You keep the memory"):
+        return ScriptedOpenAIServer.text_reply(SUMMARY)
+    if "Why it cannot be answered" in prompt:  # abstention: right when the answer abstains
+        return ScriptedOpenAIServer.text_reply("yes" if "not mentioned" in prompt else "no")
+    reference = prompt.split("Reference answer: ")[1].split("\n\n")[0].lower()
+    response = prompt.split("Assistant's response: ")[1].split("\n\n")[0].lower()
+    return ScriptedOpenAIServer.text_reply("yes" if reference in response else "no")
+
+
+def _settings(server: ScriptedModelServer) -> RunSettings:
+    return RunSettings(model="openai:agent", environ=server.environ, max_steps=4)
+
+
+def _judge(server: ScriptedModelServer) -> Judge:
+    return Judge(resolve_model("openai:judge", environ=server.environ))
+
+
+def _question(tmp_path: Path) -> Question:
+    return longmemeval_questions(LME, tmp_path / "data", limit=1)[0]
+
+
+def _agent_requests(server: ScriptedModelServer) -> list[dict[str, Any]]:
+    return [r.body for r in server.requests if r.body.get("tools")]
+
+
+@pytest.mark.parametrize("system_name", SYSTEMS)
+def test_every_system_answers_and_is_scored(
+    system_name: str, model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    model_server.respond = scripted_model("It was 12 days.")
+    question = _question(tmp_path)
+    system = get_system(system_name, _settings(model_server), tmp_path / "work")
+    results = ResultFile(tmp_path / "results.jsonl")
+    summary = run_questions([question], system, results, judge=_judge(model_server), size="S")
+    assert summary.statuses == {"scored": 1}
+    (record,) = results.records()
+    assert record["system"] == system_name and record["answer"] == "It was 12 days."
+    assert record["scores"] == {"judge": 1.0}
+    assert record["tokens_in"] > 0 and record["turns"] >= 1
+    assert record["corpus_share"] == record["tokens_in"] / record["corpus_tokens"] > 0
+    _check_system_shape(system_name, _agent_requests(model_server), record)
+
+
+def _check_system_shape(name: str, requests: list[dict[str, Any]], record: dict[str, Any]) -> None:
+    first = requests[0]
+    tools = {t["function"]["name"] for t in first["tools"]}
+    text = json.dumps(first["messages"])
+    observation = next((m["content"] for m in requests[-1]["messages"] if m["role"] == "tool"), "")
+    expected_tools = {
+        "scroll": {"repl_exec", "recall_history_python", "submit_answer"},
+        "scroll-noindex": {"repl_exec", "recall_history_python", "submit_answer"},
+        "lossy-summary": {"repl_exec", "recall_history_python", "submit_answer"},
+        "scroll-norepl": {"ms_search", "ms_expand", "ms_sql_query", "submit_answer"},
+        "retrieval": {"ms_search", "submit_answer"},
+        "codeact": {"repl_exec", "submit_answer"},
+        "summary": {"submit_answer"},
+        "longcontext": {"submit_answer"},
+    }[name]
+    assert tools == expected_tools
+    carries_index = name in ("scroll", "scroll-norepl", "lossy-summary")
+    assert (INDEX_HEADER[:40] in text) == carries_index
+    if name in ("scroll", "scroll-noindex"):
+        assert observation.startswith("stdout:\n1")  # one row mentions pottery
+    if name == "lossy-summary":
+        assert "2023-05-01] Summary: the user adopted" in text  # index lines are summaries
+        assert record["ingest_tokens_in"] > 0
+    if name in ("scroll-norepl", "retrieval"):
+        assert "pottery class" in observation
+    if name == "codeact":
+        assert "rows 9" in observation  # 9 turns in the fixture's first question
+    if name == "summary":
+        assert SUMMARY in text and record["ingest_tokens_in"] > 0
+    if name == "longcontext":
+        assert "my first pottery class" in text
+
+
+def test_a_wrong_answer_scores_0(model_server: ScriptedModelServer, tmp_path: Path) -> None:
+    model_server.respond = scripted_model("It was 3 weeks.")
+    system = get_system("scroll", _settings(model_server), tmp_path / "work")
+    results = ResultFile(tmp_path / "results.jsonl")
+    run_questions([_question(tmp_path)], system, results, judge=_judge(model_server))
+    assert results.records()[0]["scores"] == {"judge": 0.0}
+
+
+def test_results_resume_and_errors_run_again(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    questions = longmemeval_questions(LME, tmp_path / "data")
+    system = get_system("scroll", _settings(model_server), tmp_path / "work")
+    path = tmp_path / "results.jsonl"
+    model_server.respond = lambda request: ScriptedReply(
+        status=401, body={"error": {"message": "bad key", "type": "auth"}}
+    )
+    first = run_questions(questions[:1], system, ResultFile(path), judge=_judge(model_server))
+    assert first.statuses == {"error": 1}
+    assert ResultFile(path).records()[0]["error"].startswith("MissingCredentials")
+    model_server.respond = scripted_model("12 days")
+    second = run_questions(
+        questions, system, ResultFile(path), judge=_judge(model_server), workers=2
+    )
+    assert (second.skipped, second.statuses) == (0, {"scored": 3})
+    model_server.reset()
+    third = run_questions(questions, system, ResultFile(path), judge=_judge(model_server))
+    assert (third.skipped, third.statuses, model_server.requests) == (3, {}, [])
+    records = ResultFile(path).records()
+    assert len(records) == 4 and len({r["session_id"] for r in records[1:]}) == 3
+
+
+def test_beam_10m_questions_are_refused_without_chats(
+    model_server: ScriptedModelServer, shared_data: Path, tmp_path: Path
+) -> None:
+    from scrollctx.errors import UsageError
+
+    questions = beam_questions(shared_data / "beam" / "chats", "10M", limit=2)
+    system = get_system("scroll", _settings(model_server), tmp_path / "work")
+    with pytest.raises(UsageError, match="BEAM 10M ships questions only"):
+        run_questions(questions, system, ResultFile(tmp_path / "r.jsonl"), judge=None)
+    assert not (tmp_path / "r.jsonl").exists()
