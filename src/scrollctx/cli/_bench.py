@@ -1,4 +1,4 @@
-"""``scroll bench``: benchmark commands (``retrieval`` now; ``run`` and ``report`` later).
+"""``scroll bench``: benchmark commands (``retrieval`` here; ``run``, ``report`` in _bench_qa).
 
 The bench layer (and with it ``rank_bm25``) is imported inside each command, so ``scroll``
 starts without the ``bench`` extra installed.
@@ -25,6 +25,9 @@ _DEFAULT_SIZES = "100K,500K"
 
 def register(group: click.Group) -> None:
     """Add the ``bench`` group to ``scroll``."""
+    from scrollctx.cli._bench_qa import register_qa
+
+    register_qa(bench)
     group.add_command(bench)
 
 

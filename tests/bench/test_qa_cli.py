@@ -1,0 +1,160 @@
+"""``scroll bench run`` and ``scroll bench report`` through the CLI, against a scripted model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench_servers import ScriptedModelServer
+from scripted_servers import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
+
+from scrollctx.cli import run as scroll
+
+SCROLL = Path(sys.executable).with_name("scroll")
+
+
+def beam_model(request: RecordedRequest) -> ScriptedReply:
+    """Agent: submit a fixed answer; judge: full marks on every rubric item."""
+    body: dict[str, Any] = request.body
+    if body.get("tools"):
+        answer = {"answer": "There is not enough information in the conversation."}
+        return ScriptedOpenAIServer.tool_calls_reply([("submit_answer", answer)])
+    return ScriptedOpenAIServer.text_reply('{"score": 1.0, "reason": "matches"}')
+
+
+@pytest.fixture
+def endpoint(
+    model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> ScriptedModelServer:
+    for name, value in model_server.environ.items():
+        monkeypatch.setenv(name, value)
+    model_server.respond = beam_model
+    return model_server
+
+
+def test_run_then_report(
+    endpoint: ScriptedModelServer,
+    shared_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "beam.jsonl"
+    args = [
+        "bench",
+        "run",
+        "--benchmark",
+        "beam",
+        "--size",
+        "100K",
+        "--system",
+        "scroll,longcontext",
+        "--model",
+        "openai:agent",
+        "--judge-model",
+        "openai:judge",
+        "--limit",
+        "2",
+        "--categories",
+        "abstention",
+        "--data",
+        str(shared_data),
+        "--out",
+        str(out),
+        "--json",
+    ]
+    assert scroll(args) == 0
+    summaries = json.loads(capsys.readouterr().out)
+    assert [(s["system"], s["statuses"]) for s in summaries] == [
+        ("scroll", {"scored": 2}),
+        ("longcontext", {"scored": 2}),
+    ]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["scores"]["judge"] for r in records} == {1.0}
+    assert scroll(args) == 0  # resumed: nothing new
+    assert [s["skipped"] for s in json.loads(capsys.readouterr().out)] == [2, 2]
+
+    report_dir = tmp_path / "report"
+    assert scroll(["bench", "report", str(out), "--out", str(report_dir), "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert written["sections"] == ["BEAM 100K"]
+    markdown = (report_dir / "report.md").read_text(encoding="utf-8")
+    assert "| category | scroll | longcontext |" in markdown
+    assert "| abstention | 100.0 (2) | 100.0 (2) |" in markdown
+    assert (report_dir / "cost_beam_100K.png").is_file()
+
+
+def test_bad_input_gives_one_line_errors(
+    endpoint: ScriptedModelServer,
+    shared_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = [
+        "bench",
+        "run",
+        "--model",
+        "openai:agent",
+        "--out",
+        str(tmp_path / "r.jsonl"),
+        "--data",
+        str(shared_data),
+    ]
+    cases = [
+        (["--benchmark", "beam", "--system", "bogus"], "unknown system 'bogus'"),
+        (
+            ["--benchmark", "beam", "--size", "10M", "--judge-model", "openai:j"],
+            "ships questions only",
+        ),
+        (["--benchmark", "longmemeval"], "LongMemEval is not shipped here"),
+        (["--benchmark", "beam", "--limit", "1"], "pass --judge-model"),
+        (["--benchmark", "locomo", "--categories", "9"], "unknown locomo category 9"),
+    ]
+    for extra, message in cases:
+        assert scroll(base + extra) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1
+    assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text()
+
+
+def test_report_through_the_console_script(tmp_path: Path) -> None:
+    results = tmp_path / "r.jsonl"
+    record = {
+        "benchmark": "locomo",
+        "size": None,
+        "system": "scroll",
+        "qid": "locomo/conv-26/0",
+        "history": "locomo/conv-26",
+        "category": "2",
+        "status": "scored",
+        "scores": {"f1": 0.5},
+        "tokens_in": 900,
+        "tokens_out": 40,
+        "turns": 2,
+        "wall_time_s": 1.5,
+        "corpus_share": 0.04,
+    }
+    results.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    done = subprocess.run(
+        [str(SCROLL), "bench", "report", str(results), "--out", str(tmp_path / "rep")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "report.md" in done.stdout
+    assert "| 2 | 50.0 (1) |" in (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{oops\n", encoding="utf-8")
+    failed = subprocess.run(
+        [str(SCROLL), "bench", "report", str(broken), "--out", str(tmp_path / "rep2")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert failed.returncode == 2 and "line 1 is not JSON" in failed.stderr
