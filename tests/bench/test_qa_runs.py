@@ -175,3 +175,27 @@ def test_beam_10m_questions_are_refused_without_chats(
     with pytest.raises(UsageError, match="BEAM 10M ships questions only"):
         run_questions(questions, system, ResultFile(tmp_path / "r.jsonl"), judge=None)
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_locomo_run_scores_f1_without_a_judge_and_j_with_one(
+    model_server: ScriptedModelServer, shared_data: Path, tmp_path: Path
+) -> None:
+    from scrollctx.bench._questions import locomo_questions
+
+    questions = locomo_questions(
+        shared_data / "locomo" / "locomo10.json", tmp_path / "data", categories=["4"], limit=1
+    )
+    gold = questions[0].answer
+    model_server.respond = lambda request: (
+        ScriptedOpenAIServer.tool_calls_reply([("submit_answer", {"answer": gold})])
+        if request.body.get("tools")
+        else ScriptedOpenAIServer.text_reply("CORRECT")
+    )
+    system = get_system("scroll", _settings(model_server), tmp_path / "work")
+    plain = ResultFile(tmp_path / "plain.jsonl")
+    run_questions(questions, system, plain, judge=None)
+    assert plain.records()[0]["scores"] == {"f1": 1.0}
+    judged = ResultFile(tmp_path / "judged.jsonl")
+    run_questions(questions, system, judged, judge=_judge(model_server))
+    assert judged.records()[0]["scores"] == {"f1": 1.0, "j": 1.0}
+    assert judged.records()[0]["corpus_tokens"] > 10_000  # conv-26 has 19 sessions

@@ -1,0 +1,68 @@
+"""The baselines' plain window and the carried index, on real Event Log files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from scrollctx.bench._histories import build_base_store, carried_index, copy_store
+from scrollctx.bench._policies import WindowPolicy, scroll_policy
+from scrollctx.bench._questions import longmemeval_questions
+from scrollctx.log import EventLog
+from scrollctx.view import INDEX_HEADER, EvictionIndex
+
+FIXTURES = Path(__file__).resolve().parents[1] / "ingest" / "fixtures"
+
+
+def _call(index: int) -> dict[str, object]:
+    call = {
+        "id": f"c{index}",
+        "type": "function",
+        "function": {"name": "repl_exec", "arguments": '{"source": "print(1)"}'},
+    }
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+def test_window_drops_oldest_exchanges_whole_and_keeps_the_task(event_log: EventLog) -> None:
+    policy = WindowPolicy(event_log, "s1", "system", budget_tokens=1200)
+    assert policy.add({"role": "user", "content": "the task"})
+    for index in range(6):
+        policy.add(_call(index))  # type: ignore[arg-type]
+        policy.add({"role": "tool", "tool_call_id": f"c{index}", "content": "word " * 300})
+    prepared = policy.prepare("")
+    roles = [m["role"] for m in prepared.messages]
+    assert prepared.messages[0]["content"] == "the task"
+    assert roles[1] == "assistant" and roles.count("assistant") == roles.count("tool") < 6
+    assert prepared.tokens <= 1200 < prepared.tokens_before and prepared.evicted_turns > 0
+    assert event_log.count() == 13  # everything was logged, nothing dropped from the log
+
+
+def test_window_cuts_a_too_long_first_message_from_the_front(event_log: EventLog) -> None:
+    policy = WindowPolicy(event_log, "s1", "", budget_tokens=1024)
+    history = " ".join(f"turn{i}" for i in range(3000))
+    policy.add({"role": "user", "content": history + " QUESTION?"})
+    (message,) = policy.prepare("").messages
+    text = str(message["content"])
+    assert text.startswith("[the beginning of this message was cut")
+    assert text.endswith("turn2999 QUESTION?") and "turn0 " not in text
+
+
+def test_carried_index_opens_the_probe_view(tmp_path: Path) -> None:
+    question = longmemeval_questions(FIXTURES / "longmemeval_mini.json", tmp_path, limit=1)[0]
+    base = build_base_store(question.history, tmp_path / "base")
+    assert (base.sessions, base.events) == (3, 9)
+    again = build_base_store(question.history, tmp_path / "base")  # reused by its marker
+    assert again == base
+    probe = copy_store(base.path, tmp_path / "probe")
+    with EventLog.open(probe / "history.db") as log:
+        data = carried_index(log)
+        assert data is not None
+        index = EvictionIndex.from_data(data)
+        assert [b.lo for b in index.blocks()][0] == 1 and index.counters["evictions"] == 3
+        policy = scroll_policy()(log, "probe-1", "system", 8000, {"task_id": None})
+        prepared = policy.prepare("")
+        first = str(prepared.messages[0]["content"])
+        assert first.startswith(INDEX_HEADER) and "[Session 1 | 2023-05-01]" in first
+        hidden = scroll_policy(strip_index=True)(log, "probe-2", "system", 8000, {})
+        hidden.add({"role": "user", "content": "q"})
+        assert all(INDEX_HEADER not in str(m["content"]) for m in hidden.prepare("").messages)
+        assert hidden.index_text() == ""
