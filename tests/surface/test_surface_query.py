@@ -143,3 +143,9 @@ def test_or_terms_quotes_what_needs_it() -> None:
 def test_or_terms_output_parses_as_one_or_group() -> None:
     parsed = parse_query(or_terms(["road trip", "tolls"]))
     assert parsed.and_expression() == '("road trip" OR "tolls")'
+
+
+def test_first_person_words_are_search_terms() -> None:
+    parsed = parse_query("What is my sprint deadline?")
+    assert parsed.and_expression() == '"my" AND "sprint" AND "deadline?"'
+    assert [t.text for t in parsed.or_terms()] == ["my", "sprint", "deadline"]

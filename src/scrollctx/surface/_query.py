@@ -43,17 +43,22 @@ STOPWORDS = frozenset(
     being below between both but by can can't cannot could couldn't did didn't do does doesn't
     doing don't down during each few for from further had hadn't has hasn't have haven't having
     he he'd he'll he's her here here's hers herself him himself his how how's i i'd i'll i'm i've
-    if in into is isn't it it's its itself let's me more most mustn't my myself no nor not of off
+    if in into is isn't it it's its itself let's more most mustn't no nor not of off
     on once only or other ought our ours ourselves out over own same shan't she she'd she'll
     she's should shouldn't so some such than that that's the their theirs them themselves then
     there there's these they they'd they'll they're they've this those through to too under until
     up very was wasn't we we'd we'll we're we've were weren't what what's when when's where
     where's which while who who's whom why why's with won't would wouldn't you you'd you'll
     you're you've your yours yourself yourselves also just can could may might must shall will
-    would s t d ll m re ve tell said say says me ever
+    would s t d ll m re ve tell said say says ever
     """.split()
 )
-"""English function words dropped from AND clauses and from the broadened pass."""
+"""English function words dropped from AND clauses and from the broadened pass.
+
+First-person words (me, my, mine, myself) are deliberately not in the list: in a conversation
+store a question about "my" plan is answered in the user's own words, and these words tip BM25
+towards them. On BEAM 100K/500K keeping them raised turn recall_all@5 by 0.011/0.002 and MRR by
+0.029/0.016 (``scroll bench retrieval``); LoCoMo, asked in the third person, is unchanged."""
 
 
 @dataclass(frozen=True, slots=True)
