@@ -112,7 +112,7 @@ def test_search_sql_filter_expand_submit(
         (session,),
     )
     assert [r["kind"] for r in kinds] == ["model_turn", "tool_result"] * 5
-    assert all(r["task_id"] == TASK and r["run_id"] == finished.run_id for r in kinds)
+    assert all(r["task_id"] is None and r["run_id"] == finished.run_id for r in kinds)
     recall_results = [r for r in kinds if r["kind"] == "tool_result"][:4]
     assert all(r["searchable"] == 0 for r in recall_results)
     end = _rows(beam_store, "SELECT metadata FROM conversation_history WHERE seq = ?",
@@ -282,3 +282,25 @@ def test_anthropic_thinking_blocks_go_back_exactly(
     assert finished.trace_path is not None
     trace = json.loads(finished.trace_path.read_text(encoding="utf-8"))
     assert trace["steps"][0]["reasoning"] == "Search first."
+
+
+def test_a_later_probe_searching_its_task_does_not_find_an_earlier_probe(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_tool_calls(
+        [("submit_answer", {"answer": "zebrafinch"})],
+        text="The zebrafinch answer.\n⟦ zebrafinch | zebrafinch | none | done ⟧",
+    )
+    counts = "[len(ms.search(q, scope=s)) for q, s in [('zebrafinch', 'task'), ('zebrafinch', "
+    counts += "'all'), ('sprint', 'task')]]"
+    openai_server.enqueue_tool_calls([_recall(f"print({counts})")])
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "none"})])
+
+    with Agent(model=scripted_backend, store=beam_store) as agent:
+        agent.ask("First probe?", task_id=TASK)
+        agent.ask("Second probe?", task_id=TASK)
+
+    (observation,) = _tool_messages(openai_server.requests[2].body)
+    in_task, in_store, sprints = json.loads(observation.removeprefix("stdout:\n"))
+    assert (in_task, in_store) == (0, 1)  # the earlier probe is in the store, not in the task
+    assert sprints > 0

@@ -273,7 +273,9 @@ class Agent:
             workspace=str(scratch) if mode == "run" else None,
             task_id=task_id,
         )
-        fields = {"agent_id": self.agent_id, "task_id": task_id}
+        # Only ``ms`` is bound to the task: a probe's own turns stay outside the conversation's
+        # task, so a later probe's scope='task' search finds the conversation (see AgentLoop).
+        fields = {"agent_id": self.agent_id}
         policy = self._policy_factory(self.log, session_id, prompt, self.budget_tokens, fields)
         context = ToolContext(
             self.log,
@@ -294,6 +296,7 @@ class Agent:
             trace_dir=self.trace_dir,
             text_is_reply=reply,
             options=self.options,
+            events_in_task=mode != "ask",
         )
 
     def _check_task(self, task_id: str) -> None:

@@ -113,6 +113,9 @@ class AgentLoop:
 
     ``text_is_reply`` (chat): a response with no action is the reply that ends the run; else
     the model is nudged to act or submit. ``options`` are per-call backend options.
+    ``events_in_task``: tag the loop's own ``system`` events with the context's ``task_id``
+    (off for memory probes, whose task is the imported conversation they ask about: a later
+    probe's ``ms.search(scope='task')`` must find the conversation, not an earlier probe).
     """
 
     def __init__(
@@ -126,12 +129,14 @@ class AgentLoop:
         trace_dir: Path | None = None,
         text_is_reply: bool = False,
         options: Mapping[str, Any] | None = None,
+        events_in_task: bool = True,
     ) -> None:
         self.backend, self.policy, self.toolset, self.context = backend, policy, toolset, context
         self.limits = limits or Limits()
         self.trace_dir = trace_dir
         self.text_is_reply = text_is_reply
         self.options = dict(options or {})
+        self.events_in_task = events_in_task
         self.log = context.log
 
     @property
@@ -351,7 +356,7 @@ class AgentLoop:
                 name="agent",
                 agent_id=ctx.agent_id,
                 run_id=run.run_id,
-                task_id=ctx.task_id,
+                task_id=ctx.task_id if self.events_in_task else None,
                 step_index=step,
                 metadata={key: {"model": self.model_name, **data}},
                 searchable=False,
