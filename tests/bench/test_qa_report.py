@@ -72,6 +72,7 @@ def test_beam_tables_average_per_conversation_then_over_conversations() -> None:
         _record("scroll", "c2#s0", "summarization", 1.0),
         _record("scroll", "c1#k0", "knowledge_update", 0.5),
         _record("scroll", "c1#k1", "knowledge_update", None),
+        _record("scroll", "c1#k2", "knowledge_update", 0.0, run_status="failed"),
         _record("summary", "c1#s0", "summarization", 0.0, tokens_in=10),
         _record("summary", "c1#s0", "summarization", 1.0, tokens_in=30),  # rerun: latest wins
     ]
@@ -79,12 +80,12 @@ def test_beam_tables_average_per_conversation_then_over_conversations() -> None:
     assert section.title == "BEAM 100K" and section.systems == ["scroll", "summary"]
     assert section.categories == ["knowledge_update", "summarization"]
     assert section.accuracy["summarization"] == {"scroll": 75.0, "summary": 100.0}
-    assert section.accuracy["knowledge_update"]["scroll"] == 50.0
-    assert section.accuracy["average"]["scroll"] == pytest.approx(62.5)
-    assert section.status["scroll"] == {"scored": 4, "unscored": 1}
+    assert section.accuracy["knowledge_update"]["scroll"] == 25.0  # mean of 0.5 and 0.0
+    assert section.accuracy["average"]["scroll"] == pytest.approx(50.0)
+    assert section.status["scroll"] == {"scored": 5, "unscored": 1, "no_answer": 1}
     cost = {row.system: row for row in section.cost}
     assert cost["summary"].median["tokens_in"] == 30
-    assert cost["scroll"].total["tokens_in"] == 5000
+    assert cost["scroll"].total["tokens_in"] == 6000
 
 
 def test_longmemeval_and_locomo_summary_rows() -> None:
@@ -140,6 +141,7 @@ def test_report_writes_markdown_pngs_and_json(tmp_path: Path) -> None:
     assert "| **average** | 100.0 (3) | 50.0 (3) |" in markdown
     assert "| longcontext | 3 | 90,000 | 90,000 |" in markdown
     assert "![per-task cost](cost_beam_100K.png)" in markdown
+    assert "| scroll | 3 | 0 | 0 | 0 |" in markdown
     for plot in files.plots:
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 5000
     assert {p.name for p in files.plots} == {"accuracy_beam_100K.png", "cost_beam_100K.png"}

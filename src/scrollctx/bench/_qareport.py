@@ -110,12 +110,16 @@ def _accuracy_table(section: Section) -> list[str]:
 
 
 def _status_table(section: Section) -> list[str]:
-    lines = ["| system | scored | unscored (judge reply unreadable) | error |", "|---|---|---|---|"]
+    lines = [
+        "| system | scored | of which no answer (scored 0) | unscored (judge reply unreadable) "
+        "| error (runs again) |",
+        "|---|---|---|---|---|",
+    ]
     for system in section.systems:
         counts = section.status.get(system, {})
         lines.append(
-            f"| {system} | {counts.get('scored', 0)} | {counts.get('unscored', 0)} | "
-            f"{counts.get('error', 0)} |"
+            f"| {system} | {counts.get('scored', 0)} | {counts.get('no_answer', 0)} | "
+            f"{counts.get('unscored', 0)} | {counts.get('error', 0)} |"
         )
     return lines
 

@@ -60,7 +60,8 @@ class Section:
     """``counts[row][system]``: how many scored questions a cell averages."""
     summary_rows: list[str] = field(default_factory=list)
     status: dict[str, dict[str, int]] = field(default_factory=dict)
-    """``status[system]``: records per status (scored, unscored, error)."""
+    """``status[system]``: records per status (scored, unscored, error), and ``no_answer``:
+    scored runs that ended without an answer (step limit, overflow), scored 0."""
     cost: list[CostRow] = field(default_factory=list)
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     """``values[field][system]``: per-task values for the box plots."""
@@ -140,6 +141,8 @@ def _status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     for row in rows:
         status = str(row.get("status", "?"))
         counts[status] = counts.get(status, 0) + 1
+        if row.get("run_status") == "failed" and status != "error":
+            counts["no_answer"] = counts.get("no_answer", 0) + 1
     return counts
 
 
