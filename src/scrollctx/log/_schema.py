@@ -52,17 +52,24 @@ def m001_conversation_history(conn: sqlite3.Connection, fts5: bool) -> None:
         )
         """
     )
-    for name, columns in [
-        ("ch_session", "session_id, seq"),
-        ("ch_task", "task_id, seq"),
-        ("ch_kind", "kind"),
-        ("ch_created_at", "created_at"),
-        ("ch_tool_call", "tool_call_id"),
-        ("ch_step", "step_index, msg_index"),
+    # Every index costs each append; keep the ones the surface's filters and the paper's SQL
+    # use (session/task scope, date ranges, step_index = session number) and make the sparse
+    # ones partial. NULL dedup keys never conflict, so only keyed appends are idempotent.
+    for name, columns, where in [
+        ("ch_session", "session_id, seq", ""),
+        ("ch_task", "task_id, seq", ""),
+        ("ch_created_at", "created_at", ""),
+        ("ch_step", "step_index, msg_index", ""),
+        ("ch_tool_call", "tool_call_id", "tool_call_id IS NOT NULL"),
     ]:
-        conn.execute(f"CREATE INDEX {name} ON conversation_history({columns})")
-    # NULL dedup keys never conflict, so only keyed appends are idempotent.
-    conn.execute("CREATE UNIQUE INDEX ch_dedup ON conversation_history(session_id, dedup_key)")
+        conn.execute(
+            f"CREATE INDEX {name} ON conversation_history({columns})"
+            + (f" WHERE {where}" if where else "")
+        )
+    conn.execute(
+        "CREATE UNIQUE INDEX ch_dedup ON conversation_history(session_id, dedup_key) "
+        "WHERE dedup_key IS NOT NULL"
+    )
     # Append-only is enforced by the database itself, not by convention in Python.
     for action in ("UPDATE", "DELETE"):
         conn.execute(

@@ -201,7 +201,7 @@ class EventLog:
             sha256, size = self.payloads.put(data), len(data)
             content = preview_of(content, size)
         prose, code = split_prose_code(content)
-        label = None if event.headline else extractive_label(prose)
+        label = None if event.headline else extractive_label(content)
         return (
             event.session_id,
             event.agent_id,

@@ -59,7 +59,8 @@ def extractive_label(content: str, max_chars: int = LABEL_MAX_CHARS) -> str | No
     the label says what the turn is about. A turn that is only a code block is labelled
     ``code: <its first line>``. Returns ``None`` for empty content.
     """
-    prose, code = split_prose_code(content)
+    # Only the head can hold the first sentence; bounding it keeps long turns cheap to label.
+    prose, code = split_prose_code(content[: max_chars * 4])
     text = _SESSION_TAG.sub("", prose.strip())
     text = _FILLER.sub("", text).strip()
     text = " ".join(text.replace("‹code›", " ").split())
