@@ -96,10 +96,17 @@ def run_questions(
     summary = RunSummary(system.name, len(questions), len(questions) - len(todo))
     started = time.perf_counter()
     context = _Context(system, results, judge, size, keep_stores, progress)
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bench") as pool:
-        for record in pool.map(context.run_one, todo):
-            status = str(record["status"])
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bench")
+    try:
+        for future in [pool.submit(context.run_one, question) for question in todo]:
+            status = str(future.result()["status"])
             summary.statuses[status] = summary.statuses.get(status, 0) + 1
+    except BaseException:
+        # Ctrl-C or a bug: questions not yet started are dropped, running ones finish and
+        # are recorded, so a rerun resumes exactly after them.
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
     summary.seconds = time.perf_counter() - started
     return summary
 
