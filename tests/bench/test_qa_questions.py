@@ -91,3 +91,21 @@ def test_locomo_bad_file(tmp_path: Path) -> None:
     bad.write_text("{}", encoding="utf-8")
     with pytest.raises(FormatError, match="not a LoCoMo file"):
         locomo_questions(bad, tmp_path)
+
+
+def test_beam_10m_runs_once_its_chat_is_supplied(shared_data: Path, tmp_path: Path) -> None:
+    """10M chats nest plans; with a chat.json beside the questions the history ingests."""
+    import shutil
+
+    from scrollctx.bench._histories import build_base_store
+
+    chat = tmp_path / "chats" / "10M" / "1"
+    shutil.copytree(
+        shared_data / "beam" / "chats" / "10M" / "1" / "probing_questions",
+        chat / "probing_questions",
+    )
+    shutil.copy(FIXTURES / "beam_10m" / "10M" / "1" / "chat.json", chat / "chat.json")
+    questions = beam_questions(tmp_path / "chats", "10M")
+    assert len(questions) == 20 and questions[0].history.path == chat / "chat.json"
+    base = build_base_store(questions[0].history, tmp_path / "store")
+    assert base.sessions > 1 and base.events > 0 and base.index_seq == base.events + 1
