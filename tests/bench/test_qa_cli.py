@@ -56,6 +56,8 @@ def test_run_then_report(
         "openai:agent",
         "--judge-model",
         "openai:judge",
+        "--judge-max-tokens",
+        "64",
         "--limit",
         "2",
         "--categories",
@@ -74,6 +76,8 @@ def test_run_then_report(
     ]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["scores"]["judge"] for r in records} == {1.0}
+    judged = [r.body for r in endpoint.requests if not r.body.get("tools")]
+    assert judged and all(b["max_tokens"] == 64 and b["temperature"] == 0.0 for b in judged)
     assert scroll(args) == 0  # resumed: nothing new
     assert [s["skipped"] for s in json.loads(capsys.readouterr().out)] == [2, 2]
 

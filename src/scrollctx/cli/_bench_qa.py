@@ -71,6 +71,13 @@ def _split(values: tuple[str, ...]) -> list[str]:
 )
 @click.option("--model", metavar="SPEC", help="Backbone model: openai:NAME, anthropic:NAME, local.")
 @click.option("--judge-model", metavar="SPEC", help="Judge model (needed for BEAM, LongMemEval).")
+@click.option(
+    "--judge-max-tokens",
+    type=click.IntRange(min=1),
+    default=512,
+    show_default=True,
+    help="Reply budget of each judge call (raise it for reasoning judges).",
+)
 @click.option("--out", "out", required=True, metavar="PATH", help="Result file (JSONL; resumed).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most N questions.")
 @click.option("--categories", multiple=True, metavar="LIST", help="Only these categories.")
@@ -118,6 +125,7 @@ def run(
     systems: tuple[str, ...],
     model: str | None,
     judge_model: str | None,
+    judge_max_tokens: int,
     out: str,
     limit: int | None,
     categories: tuple[str, ...],
@@ -156,7 +164,9 @@ def run(
     judge = None
     if judge_model:
         judge = Judge(
-            resolve_model(judge_model, config=config), beam_integer_cast=beam_integer_cast
+            resolve_model(judge_model, config=config),
+            max_tokens=judge_max_tokens,
+            beam_integer_cast=beam_integer_cast,
         )
     settings = RunSettings(
         model=spec, max_steps=max_steps, budget_tokens=budget_tokens, sandbox=sandbox
