@@ -109,3 +109,12 @@ def test_beam_10m_runs_once_its_chat_is_supplied(shared_data: Path, tmp_path: Pa
     assert len(questions) == 20 and questions[0].history.path == chat / "chat.json"
     base = build_base_store(questions[0].history, tmp_path / "store")
     assert base.sessions > 1 and base.events > 0 and base.index_seq == base.events + 1
+
+
+def test_beam_available_only_keeps_the_chats_that_exist(shared_data: Path) -> None:
+    chats = shared_data / "beam" / "chats"
+    every = beam_questions(chats, "1M")
+    available = beam_questions(chats, "1M", available_only=True)
+    assert len(every) == 700 and len(available) == 180
+    assert all(q.history.path is not None for q in available)
+    assert sum(q.history.path is None for q in every) == 520

@@ -203,11 +203,13 @@ def beam_questions(
     *,
     categories: Iterable[str] | None = None,
     limit: int | None = None,
+    available_only: bool = False,
 ) -> list[Question]:
     """Probing questions of one BEAM tier under ``chats_root`` (``…/beam/chats``).
 
     ``size`` is ``100K`` (alias ``128K``), ``500K``, ``1M`` or ``10M``; ``categories`` are
-    abilities. Chats are taken in numeric order, abilities in file order.
+    abilities. Chats are taken in numeric order, abilities in file order. ``available_only``
+    leaves out the chats whose ``chat.json`` is absent (before ``limit`` is applied).
     """
     tier = _TIER_ALIASES.get(size, size)
     if tier not in BEAM_TIERS:
@@ -216,11 +218,15 @@ def beam_questions(
     folder = Path(chats_root) / tier
     if not folder.is_dir():
         raise UsageError(f"BEAM tier folder not found: {folder}; pass --data DIR")
-    return _take(_beam_iter(folder, tier, wanted), limit)
+    return _take(_beam_iter(folder, tier, wanted, available_only), limit)
 
 
-def _beam_iter(folder: Path, tier: str, wanted: frozenset[str] | None) -> Iterator[Question]:
+def _beam_iter(
+    folder: Path, tier: str, wanted: frozenset[str] | None, available_only: bool
+) -> Iterator[Question]:
     chats = [p for p in folder.iterdir() if (p / "probing_questions").is_dir()]
+    if available_only:
+        chats = [p for p in chats if (p / "chat.json").is_file()]
     for chat in sorted(chats, key=lambda p: natural_key(p.name)):
         data = _read_json(chat / "probing_questions" / "probing_questions.json")
         if not isinstance(data, dict):

@@ -88,7 +88,8 @@ def run_questions(
     if missing:
         raise UsageError(
             f"{len(missing)} histories are not in the data ({', '.join(missing[:3])}…); BEAM "
-            "10M ships questions only: add the chats or choose another size"
+            "10M ships questions only and 1M 9 of its 35 chats: add the chats, pass "
+            "--skip-missing, or choose another size"
         )
     _check_judge(questions, judge)
     done = results.finished()

@@ -117,6 +117,11 @@ def _split(values: tuple[str, ...]) -> list[str]:
     show_default=True,
     help="Truncate BEAM item scores to integers as BEAM's reference code does.",
 )
+@click.option(
+    "--skip-missing",
+    is_flag=True,
+    help="BEAM: leave out the chats whose chat.json is not in the data (1M ships 9 of 35).",
+)
 @click.option("--keep-stores", is_flag=True, help="Keep each probe's store and workspace.")
 @json_option
 def run(
@@ -137,6 +142,7 @@ def run(
     budget_tokens: int | None,
     sandbox: str,
     beam_integer_cast: bool,
+    skip_missing: bool,
     keep_stores: bool,
     json_: bool,
 ) -> None:
@@ -160,7 +166,10 @@ def run(
     out_path = Path(out)
     work = Path(work_dir) if work_dir else out_path.with_name(out_path.name + ".work")
     tier = size or ("S" if benchmark == "longmemeval" else "100K" if benchmark == "beam" else None)
-    questions = _questions(benchmark, tier, data_dir, data_file, work, _split(categories), limit)
+    selection = _split(categories)
+    questions = _questions(
+        benchmark, tier, data_dir, data_file, work, selection, limit, skip_missing
+    )
     judge = None
     if judge_model:
         judge = Judge(
@@ -198,13 +207,16 @@ def _questions(
     work: Path,
     categories: list[str],
     limit: int | None,
+    skip_missing: bool,
 ) -> list[Any]:
     from scrollctx.bench import beam_questions, locomo_questions, longmemeval_questions
 
     wanted = categories or None
     if benchmark == "beam":
         root = _data_root(data_dir) / "beam" / "chats"
-        return beam_questions(root, tier or "100K", categories=wanted, limit=limit)
+        return beam_questions(
+            root, tier or "100K", categories=wanted, limit=limit, available_only=skip_missing
+        )
     if benchmark == "locomo":
         path = Path(data_file) if data_file else _data_root(data_dir) / "locomo" / "locomo10.json"
         return locomo_questions(path, work, categories=wanted, limit=limit)
