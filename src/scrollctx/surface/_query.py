@@ -57,8 +57,8 @@ STOPWORDS = frozenset(
 
 First-person words (me, my, mine, myself) are deliberately not in the list: in a conversation
 store a question about "my" plan is answered in the user's own words, and these words tip BM25
-towards them. On BEAM 100K/500K keeping them raised turn recall_all@5 by 0.011/0.002 and MRR by
-0.029/0.016 (``scroll bench retrieval``); LoCoMo, asked in the third person, is unchanged."""
+towards them. On BEAM 100K/500K keeping them raised turn recall_all@5 by 0.009/0.000 and MRR by
+0.026/0.015 (``scroll bench retrieval``); LoCoMo, asked in the third person, is unchanged."""
 
 
 @dataclass(frozen=True, slots=True)
