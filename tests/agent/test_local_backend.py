@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scrollctx.agent import ChatRequest, resolve_model
+from scrollctx.agent import ChatRequest, extract_code_blocks, resolve_model
 from scrollctx.agent.backends._local import LocalBackend, render_transcript
 from scrollctx.errors import ConfigError, ContextTooLong
 
@@ -59,7 +59,7 @@ class ScriptedLlama:
 
 def test_completion_maps_text_usage_and_default_stops() -> None:
     llama = ScriptedLlama(" ```python\nprint(4)\n```")
-    backend = LocalBackend(llama=llama, options={"max_tokens": 16})
+    backend = LocalBackend(llama=llama, options={"max_tokens": 16, "prefill": ""})
 
     answer = backend.complete(ChatRequest(messages=CONVERSATION))
 
@@ -69,6 +69,19 @@ def test_completion_maps_text_usage_and_default_stops() -> None:
     [call] = llama.calls
     assert call["stop"] == ["\nUser:", "\nTool result:"] and call["max_tokens"] == 16
     assert call["prompt"].endswith("Assistant:")
+
+
+def test_default_prefill_opens_a_cell_and_the_answer_closes_it() -> None:
+    llama = ScriptedLlama('hits = ms.search("sprint", k=3)\nprint(len(hits))\n')
+    backend = LocalBackend(llama=llama)
+
+    answer = backend.complete(ChatRequest(messages=CONVERSATION))
+
+    assert answer.text == '```python\nhits = ms.search("sprint", k=3)\nprint(len(hits))\n```'
+    assert extract_code_blocks(answer.text) == ['hits = ms.search("sprint", k=3)\nprint(len(hits))']
+    [call] = llama.calls
+    assert call["prompt"].endswith("Assistant: ```python\n")
+    assert call["stop"] == ["\nUser:", "\nTool result:", "```"]
 
 
 def test_a_prompt_over_the_window_is_refused_before_generating() -> None:

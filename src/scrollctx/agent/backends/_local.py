@@ -53,6 +53,9 @@ class LocalOptions(BackendOptions):
     temperature: float = 0.0
     seed: int = 0
     stop: tuple[str, ...] | None = None
+    prefill: str = "```python\n"
+    """Text the answer starts with. A base model ignores instructions but continues what it is
+    given, so opening a code fence is what makes it write a cell for the loop; "" disables."""
 
 
 def _llama_cpp() -> Any:
@@ -115,7 +118,7 @@ class LocalBackend(Backend):
         """Render the transcript, check it fits, and generate greedily (by default)."""
         options = self.options.merged(request.options)
         llama = self._load()
-        prompt = render_transcript(request)
+        prompt = render_transcript(request) + (f" {options.prefill}" if options.prefill else "")
         with _map_llama_errors():
             used = len(llama.tokenize(prompt.encode("utf-8")))
         if used + options.max_tokens > options.n_ctx:
@@ -130,9 +133,9 @@ class LocalBackend(Backend):
                 max_tokens=options.max_tokens,
                 temperature=options.temperature,
                 seed=options.seed,
-                stop=list(options.stop or _STOPS),
+                stop=list(options.stop or _stops_after(options.prefill)),
             )
-        return _completion(out, model=self.model, backend=self.name)
+        return _completion(out, model=self.model, backend=self.name, prefill=options.prefill)
 
     def close(self) -> None:
         """Free the model."""
@@ -199,11 +202,22 @@ def _render_message(message: Message) -> str:
     return f"{label}: " + "\n".join(part for part in [text, *calls] if part)
 
 
-def _completion(out: Mapping[str, Any], *, model: str, backend: str) -> Completion:
+def _stops_after(prefill: str) -> tuple[str, ...]:
+    """End generation at the next turn, and at the closing fence when the prefill opened one."""
+    return (*_STOPS, "```") if prefill.lstrip().startswith("```") else _STOPS
+
+
+def _completion(
+    out: Mapping[str, Any], *, model: str, backend: str, prefill: str = ""
+) -> Completion:
     choice = out["choices"][0]
     usage = out.get("usage") or {}
+    text = choice.get("text") or ""
+    if prefill:
+        closing = "\n```" if prefill.lstrip().startswith("```") else ""
+        text = f"{prefill}{text.rstrip()}{closing}"
     return Completion(
-        text=choice.get("text") or "",
+        text=text,
         finish_reason=choice.get("finish_reason"),
         usage=Usage(
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
