@@ -121,6 +121,65 @@ def test_fts_indexes_prose_code_and_headline_but_not_unsearchable_rows(
     assert hits("prose", "recall") == []
 
 
+def _index_matches_the_rows(log: EventLog) -> None:
+    # rank=1 makes FTS5 compare its index with the content view itself: a searchable row
+    # missing from the index (or an entry without its row) fails as "malformed".
+    log.execute(
+        "INSERT INTO conversation_history_fts(conversation_history_fts, rank) "
+        "VALUES ('integrity-check', 1)"
+    )
+
+
+def _matches(log: EventLog, term: str) -> list[int]:
+    rows = log.execute(
+        "SELECT rowid FROM conversation_history_fts WHERE conversation_history_fts MATCH ? "
+        "ORDER BY rowid",
+        (term,),
+    )
+    return [r[0] for r in rows]
+
+
+def test_every_write_path_indexes_exactly_the_committed_rows(event_log: EventLog) -> None:
+    event_log.append(_turn("single alpha"))
+    event_log.append_many([_turn("batch bravo", key="b"), _turn("batch charlie")])
+    event_log.append_many([_turn("batch bravo", key="b"), _turn("after repeat delta")])
+    event_log.append_many([_turn("only repeats", key="b")])
+    with event_log.atomic():
+        event_log.append(_turn("outer echo"))
+        with pytest.raises(UsageError):
+            with event_log.atomic():
+                event_log.append_many([_turn("inner foxtrot"), _turn("inner golf")])
+                raise UsageError("abandon inner")
+        event_log.append(_turn("after savepoint hotel"))
+    with pytest.raises(UsageError):
+        with event_log.atomic():
+            event_log.append(_turn("rolled back india"))
+            raise UsageError("abandon all")
+    event_log.append(_turn("last juliet"))
+    _index_matches_the_rows(event_log)
+    found = {word: _matches(event_log, word) for word in
+             ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+              "india", "juliet")}  # fmt: skip
+    assert found == {
+        "alpha": [1], "bravo": [2], "charlie": [3], "delta": [4], "echo": [5],
+        "foxtrot": [], "golf": [], "hotel": [6], "india": [], "juliet": [7],
+    }  # fmt: skip
+    assert event_log.count() == 7
+
+
+def test_an_index_gap_would_be_caught(event_log: EventLog) -> None:
+    # The check above must be able to fail: a row written around append_many is not indexed.
+    event_log.append(_turn("indexed"))
+    with event_log.atomic() as conn:
+        conn.execute(
+            "INSERT INTO conversation_history(session_id, kind, content, created_at) "
+            "VALUES ('s1', 'user_message', 'smuggled', '2024-01-01T00:00:00Z')"
+        )
+    assert _matches(event_log, "smuggled") == []
+    with pytest.raises(IntegrityError, match="malformed"):
+        _index_matches_the_rows(event_log)
+
+
 def test_label_is_written_for_rows_without_a_headline(event_log: EventLog) -> None:
     seq = event_log.append(_turn("[Session 4 | 2024-07-05] user: Certainly! I added 10 tasks."))
     headlined = event_log.append(_turn("body", headline="my own headline"))

@@ -1,6 +1,11 @@
-"""The SQLite Event Log: one append-only table, global ``seq``, FTS5 kept in sync by trigger.
+"""The SQLite Event Log: one append-only table, global ``seq``, an FTS5 index filled per batch.
 
 Invariants:
+
+- Every write goes through :meth:`EventLog.append_many`, which indexes the rows it inserted in
+  the same transaction (one ``INSERT … SELECT`` from the ``conversation_history_text`` view);
+  there is no trigger, so a row inserted any other way would be missing from search. A store
+  created without FTS5 keeps no index and the surface falls back to ``LIKE``.
 
 - An append returns only after its transaction committed (``synchronous=FULL`` in WAL mode), so
   a killed process loses nothing it was told was written, and a batch is all-or-nothing.
@@ -152,7 +157,11 @@ class EventLog:
 
     @contextmanager
     def atomic(self) -> Iterator[sqlite3.Connection]:
-        """Run a block in one transaction; nested blocks become savepoints."""
+        """Run a block in one transaction; nested blocks become savepoints.
+
+        Write events inside it with :meth:`append`/:meth:`append_many` only: a raw INSERT on
+        the yielded connection would not be indexed for search.
+        """
         with self._lock:
             if self._depth == 0:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -385,10 +394,6 @@ def _reject_foreign(conn: sqlite3.Connection, path: Path) -> None:
             f"(tables: {', '.join(sorted(tables)[:5])}); point --store at another folder",
             path=str(path),
         )
-
-
-def _unusable(path: Path, exc: sqlite3.DatabaseError) -> IntegrityError:
-    return IntegrityError(f"{path} is not a usable Event Log: {exc}", path=str(path))
 
 
 def _store_error(path: Path, action: str, exc: sqlite3.DatabaseError) -> StoreError:
