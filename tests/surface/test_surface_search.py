@@ -331,3 +331,51 @@ def test_strict_hits_are_never_dropped_by_the_merge(ranking_store: Path) -> None
         assert [r["seq"] for r in rows] == [1]  # the AND pass filled k: no OR pass
         rows = ms.search("alpha zeta", k=2)
         assert {r["seq"] for r in rows} == {1, 2}
+
+
+# -- rows appended one at a time and rows ingested in batches -----------------------------------
+
+
+@pytest.mark.parametrize("fts5", [True, False], ids=["fts5", "like"])
+def test_search_finds_single_appends_and_ingested_batches_alike(tmp_path: Path, fts5: bool) -> None:
+    from scrollctx.ingest import ingest_path
+
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(
+        '{"role": "user", "content": "The quokka photo is from Rottnest."}\n'
+        '{"role": "assistant", "content": "Lovely island."}\n',
+        encoding="utf-8",
+    )
+    path = tmp_path / "history.db"
+    with EventLog.open(path, fts5=fts5) as log:
+        log.append(NewEvent(session_id="agent", kind="system", content="store opened"))
+        with open_surface(path) as ms:
+            ingest_path(log, chat, batch_size=1)  # every turn its own batch
+            one = log.append(
+                NewEvent(session_id="agent", kind="model_turn", content="Booked the wombat tour.")
+            )
+            code = log.append(
+                NewEvent(
+                    session_id="agent",
+                    kind="tool_call",
+                    content="Run it:\n```python\nplatypus_count = 3\n```",
+                )
+            )
+            big = log.append(
+                NewEvent(
+                    session_id="agent",
+                    kind="tool_result",
+                    content="echidna sighting\n" + "x" * 20_000,
+                )
+            )
+            log.append(
+                NewEvent(session_id="agent", kind="tool_result", content="wombat", searchable=False)
+            )
+            assert _seqs(ms.search("quokka")) == [2]
+            assert _seqs(ms.search("wombat tour")) == [one]
+            assert _seqs(ms.search("platypus_count")) == [code]
+            assert _seqs(ms.search("echidna")) == [big]
+            assert _seqs(ms.search("wombat")) == [one]  # the unsearchable echo stays out
+            assert ms.search("quokka")[0]["content"].endswith(
+                "user: The quokka photo is from Rottnest."
+            )
