@@ -161,3 +161,80 @@ def test_console_script(store: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert [h["seq"] for h in json.loads(done.stdout)] == [1, 2]
+
+
+def test_expand_reports_a_deleted_payload_as_missing_never_empty(
+    store: Path, capsys: Capture
+) -> None:
+    with EventLog.open(store / "history.db") as log:
+        event = log.get(3)
+        assert event.payload_sha256 is not None
+        log.payloads.path_for(event.payload_sha256).unlink()
+    assert run(["expand", "3", "--json", "--store", str(store)]) == 0
+    out = capsys.readouterr()
+    (row,) = json.loads(out.out)
+    assert row["payload_missing"] is True
+    assert row["content"].startswith("Z" * 100)  # the stored preview, not ""
+    assert out.err.startswith("[note] ") and "seq 3" in out.err and "missing" in out.err
+    assert run(["expand", "3", "--store", str(store)]) == 0
+    out = capsys.readouterr()
+    assert out.out.splitlines()[0].endswith("PAYLOAD MISSING (preview only)")
+    assert "missing" in out.err and "Traceback" not in out.err
+
+
+HOSTILE_QUERIES = [
+    '"unbalanced quote',
+    'say "hi',
+    "(route",
+    "route)",
+    "((",
+    "NEAR(route tolls)",
+    "NEAR",
+    "OR",
+    "AND NOT",
+    "route OR",
+    "- * ^ :",
+    "tolls: {col} *x",
+    "🚗 route 🎉",
+    "route " * 1700,
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=range(len(HOSTILE_QUERIES)))
+def test_hostile_search_queries_exit_0_with_a_result(
+    store: Path, capsys: Capture, query: str
+) -> None:
+    # A leading "-" reads as an option to click, so the query follows "--" like any argument.
+    assert run(["search", "--json", "--store", str(store), "--", query]) == 0
+    out = capsys.readouterr()
+    hits = json.loads(out.out)
+    assert isinstance(hits, list) and "Traceback" not in out.err
+    if "route" in query:
+        assert 1 in [hit["seq"] for hit in hits]
+
+
+SQL_WRITES = [
+    "INSERT INTO hist.conversation_history(session_id, kind, created_at) VALUES ('x','y','z')",
+    "UPDATE hist.conversation_history SET content = ''",
+    "DELETE FROM hist.conversation_history",
+    "ATTACH DATABASE '{store}/other.db' AS other",
+    "PRAGMA hist.journal_mode = DELETE",
+    "PRAGMA hist.user_version = 3",
+    "SELECT 1; DELETE FROM hist.conversation_history",
+    "SELECT 1; SELECT 2",
+]
+
+
+@pytest.mark.parametrize("query", SQL_WRITES)
+def test_sql_writes_are_one_line_errors_and_change_nothing(
+    store: Path, capsys: Capture, query: str
+) -> None:
+    db = store / "history.db"
+    before = db.read_bytes()
+    assert run(["sql", query.format(store=store), "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert db.read_bytes() == before
+    assert not (store / "other.db").exists()
+    with EventLog.open(db) as log:
+        assert log.count() == 3

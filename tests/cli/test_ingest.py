@@ -92,3 +92,46 @@ def test_installed_console_script(store_dir: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)[0]["events_added"] == 17
     assert done.stderr == ""  # no progress bar when stderr is not a terminal
+
+
+# (content, words in the error, events kept: the valid turns read before the problem)
+BAD_FILES = {
+    "truncated": (b'[{"role": "user", "content": "hi"}, {"role": "assi', "truncated", 1),
+    "malformed": (b'[{"role": "user", "content": "hi"}, {"role": }]', "not valid JSON", 1),
+    "unknown schema": (b'{"foo": [1, 2, 3]}', "matches no known format", 0),
+    "not UTF-8": (b'[{"role": "user", "content": "caf\xe9"}]', "is not UTF-8", 0),
+    "empty": (b"", "is empty", 0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_file_is_one_line_exit_2_and_the_store_keeps_its_rows(
+    store_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    assert run(["ingest", "--store", str(store_dir), str(LME)]) == 0
+    capsys.readouterr()
+    content, words, kept = BAD_FILES[case]
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    assert run(["ingest", "--store", str(store_dir), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"Error: {bad}") and err.count("\n") == 1, err
+    assert words in err and "Traceback" not in err
+    assert run(["ingest", "--store", str(store_dir), "--json", str(bad)]) == 2
+    assert json.loads(capsys.readouterr().err)["error"]["type"] == "FormatError"
+    with EventLog.open(store_dir / "history.db", verify=True) as log:
+        assert log.count() == 17 + kept  # nothing lost; valid turns before the fault kept
+
+
+def test_bad_record_deep_in_a_file_keeps_the_turns_before_it(
+    store_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = _chat(tmp_path / "talk.jsonl", 5)
+    with chat.open("a", encoding="utf-8") as handle:
+        handle.write('{"role": "user", "content": \n')
+    assert run(["ingest", "--store", str(store_dir), str(chat)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line 6" in err and "5 new events" in err, err
+    chat.write_text(chat.read_text(encoding="utf-8").rsplit("\n", 2)[0] + "\n", encoding="utf-8")
+    assert run(["ingest", "--store", str(store_dir), str(chat)]) == 0
+    assert "0 events added, 5 already present" in capsys.readouterr().out
