@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +138,35 @@ def test_bad_record_deep_in_a_file_keeps_the_turns_before_it(
     chat.write_text(chat.read_text(encoding="utf-8").rsplit("\n", 2)[0] + "\n", encoding="utf-8")
     assert run(["ingest", "--store", str(store_dir), str(chat)]) == 0
     assert "0 events added, 5 already present" in capsys.readouterr().out
+
+
+def _read_until_closed(fd: int, seconds: float) -> bytes:
+    chunks: list[bytes] = []
+    while select.select([fd], [], [], seconds)[0]:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # Linux reports EIO once the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks)
+
+
+def test_progress_bar_is_drawn_on_a_terminal(store_dir: Path, shared_data: Path) -> None:
+    locomo = shared_data / "locomo" / "locomo10.json"
+    script = Path(sys.executable).parent / "scroll"
+    env = {"SCROLL_STORE": str(store_dir), "PATH": "/usr/bin:/bin", "TERM": "xterm"}
+    main, child = pty.openpty()
+    with subprocess.Popen(
+        [str(script), "ingest", str(locomo)], stdout=subprocess.PIPE, stderr=child, env=env
+    ) as proc:
+        os.close(child)
+        drawn = _read_until_closed(main, 60).decode("utf-8", "replace")
+        out = proc.communicate(timeout=60)[0].decode("utf-8")
+    os.close(main)
+    assert proc.returncode == 0, drawn
+    assert "locomo10.json: 0 events" in drawn  # drawn when the import starts
+    assert "locomo10.json: 5,882 events" in drawn  # and after the last committed batch
+    [line] = out.splitlines()  # stdout carries the report only
+    assert line.startswith(f"{locomo}: locomo, 10 conversations, 272 sessions, 5882 events added")
