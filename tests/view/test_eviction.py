@@ -116,7 +116,7 @@ def test_properties_hold_after_any_appends_and_evictions(
                 report = view.ensure_budget(digest="x: int = 1")
             except ContextOverflow as exc:
                 assert exc.tokens > budget
-                check_invariants(view, log, session, None)
+                check_invariants(view, log, session, None, overflowed=True)
                 continue
             assert view.tokens <= budget
             if report.evicted and report.rollups == 0 and before:
@@ -362,3 +362,59 @@ def test_a_malformed_index_event_is_an_integrity_error(view_log: EventLog) -> No
     with pytest.raises(IntegrityError, match="eviction index at seq 2 is malformed"):
         WorkingView.restore(view_log, "s", budget_tokens=5000)
     assert view_log.count() == 2
+
+
+def _anchors(view: WorkingView) -> dict[int, str]:
+    data = view.index_data()
+    lines = [line for tier in data["tiers"] for b in tier["blocks"] for line in b["lines"]]
+    return {a["seq"]: a["text"] for line in lines for a in line["anchors"]}
+
+
+def test_an_instruction_inside_an_evicted_tool_heavy_span_stays_an_anchor(
+    view_log: EventLog,
+) -> None:
+    # #7836: a user instruction given in the middle of a long tool-heavy exchange must not
+    # vanish with the span: once evicted it is a "user:" line with its seq, in text and data.
+    view = WorkingView(view_log, "s", "", budget_tokens=2500, tail_groups=1, keep_results=1)
+    session = Session(view)
+    session.user(6)
+    for _ in range(10):
+        session.tools([120])
+    view.append({"role": "user", "content": "Also: never delete the raw files."})
+    (instruction,) = [t.seq for t in view.turns if t.text.startswith("Also:")]
+    for _ in range(10):
+        session.tools([120])
+    session.user(6)
+    for _ in range(12):
+        session.tools([120])
+        session.persist()
+        view.ensure_budget()
+    assert instruction not in {t.seq for t in view.turns}
+    assert _anchors(view)[instruction] == "Also: never delete the raw files."
+    text = view.index_text()
+    assert (
+        f"seq {instruction}  user: Also: never delete the raw files." in text
+        or f'seq {instruction} "Also: never delete the raw files."' in text
+    )
+
+
+def test_a_large_eviction_lists_every_request_it_removes(view_log: EventLog) -> None:
+    # Evicting far down (evict_to) puts dozens of exchanges into one tier-0 block; its lines
+    # are merged to at most 8, but every request of the span stays listed with its seq.
+    view = WorkingView(view_log, "s", "", budget_tokens=4000, evict_to=0.2, tail_groups=1)
+    session = Session(view)
+    requests: list[int] = []
+    report = None
+    while report is None or not report.evicted:
+        session.user(4)
+        session.reply(20)
+        session.persist()
+        requests.append(view.turns[-2].seq or 0)
+        report = view.ensure_budget()
+    (block,) = view.index.tiers[0]
+    assert len(block.lines) == 8
+    evicted = [seq for seq in requests if seq <= block.hi]
+    assert len(evicted) > 16
+    assert sorted(_anchors(view)) == evicted
+    text = view.index_text()
+    assert all(f"seq {seq} " in text for seq in evicted)

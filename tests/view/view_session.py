@@ -106,9 +106,18 @@ def protected_start(view: WorkingView) -> int:
 
 
 def check_invariants(
-    view: WorkingView, log: EventLog, session: Session, report: EvictionReport | None
+    view: WorkingView,
+    log: EventLog,
+    session: Session,
+    report: EvictionReport | None,
+    *,
+    overflowed: bool = False,
 ) -> None:
-    """Assert every property the issue lists, for the view's current state."""
+    """Assert every property the issue lists, for the view's current state.
+
+    ``overflowed``: ensure_budget just raised ContextOverflow, which is only allowed once
+    everything outside the protected part has left (or been folded where that saves tokens).
+    """
     turns = view.turns
     live = {t.seq for t in turns}
     all_seqs = view_seqs(log, view.session_id)
@@ -145,12 +154,14 @@ def check_invariants(
     if real:
         assert real[-1] in live
     # Within budget, or only the protected part is left.
-    if report is not None and view.tokens > view.target:
+    if (report is not None and view.tokens > view.target) or overflowed:
         cut = protected_start(view)
         request = next((i for i in range(len(turns) - 1, -1, -1) if turns[i].is_real_user), None)
         leftover = [t for i, t in enumerate(turns) if i < cut and i != request and not t.pinned]
         assert leftover == []
-        assert view.tokens <= view.budget_tokens
+        assert overflowed or view.tokens <= view.budget_tokens
+    if overflowed:
+        assert view.tokens > view.budget_tokens
 
 
 def check_provider_messages(view: WorkingView) -> None:

@@ -143,7 +143,8 @@ def _describe_exchange(members: list[Turn]) -> str:
 
 
 def _merge(lines: list[IndexLine]) -> IndexLine:
-    anchors, count = merge_anchors(lines)
+    # Every request of a fresh eviction stays listed (#7836); roll-ups thin them out later.
+    anchors, count = merge_anchors(lines, limit=None)
     text = lines[0].text if len(lines) == 1 else f"{lines[0].text} … {lines[-1].text}"
     return IndexLine(lines[0].lo, lines[-1].hi, "turn", clip_line(text), anchors, count)
 

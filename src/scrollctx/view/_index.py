@@ -17,8 +17,9 @@ Invariants (checked by the tests):
   roll-up appends at the very end of the text: the text before it stays byte-identical.
 
 Real user requests inside a span are **anchors**: a tier-0 line of its own
-(``user: "…"``), and, once rolled up, carried on the collapsed line: the oldest and the newest
-request of the span (their label, up to ``ANCHOR_CHARS``) and the count of all of them.
+(``user: "…"``) or, when a large eviction merges its lines, every one of them listed on the
+merged line; once rolled up, carried on the collapsed line: the oldest and the newest request
+of the span (their label, up to ``ANCHOR_CHARS``) and the count of all of them.
 
 Data shape (``to_data()``; the ``eviction_index`` event's metadata and ``ms.index()``)::
 
@@ -252,12 +253,18 @@ class EvictionIndex:
         return EvictionIndex.from_data(self.to_data())
 
 
-def merge_anchors(lines: list[IndexLine]) -> tuple[list[dict[str, Any]], int]:
-    """Merge the anchors of lines: keep the first and the newest ones, count them all."""
+def merge_anchors(
+    lines: list[IndexLine], limit: int | None = MAX_ANCHORS
+) -> tuple[list[dict[str, Any]], int]:
+    """Merge the anchors of lines: keep the first and the newest ones, count them all.
+
+    ``limit=None`` keeps every anchor (a tier-0 block merging its own lines: each request
+    evicted by this eviction stays listed until the block rolls up).
+    """
     every = [anchor for line in lines for anchor in line.anchors]
     count = sum(line.anchor_count for line in lines)
-    if len(every) > MAX_ANCHORS:
-        every = every[:1] + every[-(MAX_ANCHORS - 1) :]
+    if limit is not None and len(every) > limit:
+        every = every[:1] + every[-(limit - 1) :]
     return copy.deepcopy(every), count
 
 
