@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from scrollctx.agent import Agent, Backend, ChatRequest, Completion, ToolCall, Usage
 from scrollctx.cli import run
 from scrollctx.log import EventLog
 from scrollctx.view import WorkingView
@@ -127,3 +128,83 @@ def test_view_of_a_tampered_index_exits_3(store_dir: Path, capsys: Capture) -> N
     assert run(args) == 3
     error = json.loads(capsys.readouterr().err)["error"]
     assert error["type"] == "IntegrityError" and "malformed" in error["message"]
+
+
+class _ScriptedModel(Backend):
+    """A test double for the model: plays queued completions and records every request."""
+
+    name = "scripted"
+    supports_tools = True
+
+    def __init__(self, replies: list[Completion]) -> None:
+        super().__init__(model="double")
+        self.replies = replies
+        self.requests: list[ChatRequest] = []
+
+    def complete(self, request: ChatRequest) -> Completion:
+        self.requests.append(request)
+        return self.replies.pop(0)
+
+
+def _chat_replies(rounds: int) -> list[Completion]:
+    replies = []
+    for i in range(rounds):
+        raw = json.dumps({"source": f"print('row {i} ' * 200)"})
+        replies.append(
+            Completion(
+                text=f"Checking {i}.\n⟦ probe {i} | nothing yet | print | in_progress ⟧",
+                tool_calls=(ToolCall(f"call_{i}", "repl_exec", json.loads(raw), raw),),
+                reasoning="think",
+                reasoning_blocks=({"type": "reasoning_content", "text": f"think {i}\n  kept"},),
+                usage=Usage(1500, 10),
+            )
+        )
+        reply = f"Probe {i} printed.\n⟦ probe {i} | printed | wait | done ⟧"
+        replies.append(Completion(text=reply))
+    return replies
+
+
+def test_view_of_a_session_the_agent_loop_wrote(store_dir: Path) -> None:
+    rounds = 8
+    model = _ScriptedModel(_chat_replies(rounds))
+    with Agent(model=model, store=store_dir, budget_tokens=3000) as agent:
+        with agent.chat(new=True) as chat:
+            for i in range(rounds):
+                assert chat.send(f"Request {i}: print probe {i}.").status == "replied"
+            session = chat.session_id
+    assert model.replies == []
+    # A separate process (the installed console script) restores and prints the view.
+    script = Path(sys.executable).parent / "scroll"
+    out = subprocess.run(
+        [str(script), "view", "--store", str(store_dir), "--session", session, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    data = json.loads(out.stdout)
+    messages, index = data["messages"], data["index"]
+    assert index["counters"]["evictions"] >= 2 and messages[0]["content"].startswith(
+        "[eviction index]"
+    )
+    # What the model got on its last call (without the per-call digest) is what scroll view
+    # shows, followed by the model's final reply.
+    last = [dict(m) for m in model.requests[-1].messages]
+    assert last[-1]["content"].startswith("[namespace digest]")
+    sent = last[:-1]
+    assert messages[: len(sent)] == sent
+    assert messages[len(sent) :] == [
+        {"role": "assistant", "content": f"Probe {rounds - 1} printed.\n"
+         f"⟦ probe {rounds - 1} | printed | wait | done ⟧"}
+    ]  # fmt: skip
+    # Evicted requests are index anchors with the seq that ms.expand recovers.
+    with EventLog.open(store_dir / "history.db") as log:
+        requests = [e for e in log.session_events(session) if e.kind == "user_message"]
+    lines = [line for tier in index["tiers"] for b in tier["blocks"] for line in b["lines"]]
+    anchored = {a["seq"] for line in lines for a in line["anchors"]}
+    live = {m["content"] for m in messages if m["role"] == "user"}
+    for request in requests:
+        assert request.seq in anchored or request.content in live
+    assert requests[-1].content in live
+    # Reasoning blocks of live assistant turns are kept exactly as the loop appended them.
+    kept = [m["reasoning"] for m in messages if "reasoning" in m]
+    assert kept and all(r[0]["text"].endswith("\n  kept") for r in kept)
