@@ -20,6 +20,23 @@ from ingest_helpers import chat_messages, write_jsonl
 from scrollctx.ingest import ingest_path
 from scrollctx.log import EventLog, NewEvent
 
+
+def _assert_search_index_matches_rows(log: EventLog, counts: dict[str, int]) -> None:
+    # FTS5 compares its index with the rows it is built from; a gap raises "malformed".
+    log.execute(
+        "INSERT INTO conversation_history_fts(conversation_history_fts, rank) "
+        "VALUES ('integrity-check', 1)"
+    )
+    found = {
+        word: log.execute(
+            "SELECT count(*) FROM conversation_history_fts WHERE conversation_history_fts MATCH ?",
+            (word,),
+        )[0][0]
+        for word in counts
+    }
+    assert found == counts
+
+
 _CHILD = r"""
 import json, os, sys
 from pathlib import Path
@@ -107,6 +124,9 @@ def test_two_processes_ingest_and_append_at_once(tmp_path: Path) -> None:
         assert (row["seqs"], row["keys"], row["keyed"]) == (4300, 4000, 4000)
         shared_rows = log.session_events("openai:shared")
         assert [e.msg_index for e in shared_rows] == list(range(1000))
+        _assert_search_index_matches_rows(
+            log, {"alpha": 1500, "beta": 1500, "shared": 1000, "direct": 300}
+        )
 
 
 def test_killed_mid_batch_keeps_committed_batches_and_reimport_completes(tmp_path: Path) -> None:
@@ -126,8 +146,10 @@ def test_killed_mid_batch_keeps_committed_batches_and_reimport_completes(tmp_pat
         assert log.count() == 1 + 1000
         kept = log.session_events("openai:big")
         assert [e.msg_index for e in kept] == list(range(1000))
+        _assert_search_index_matches_rows(log, {"big": 1000, "written": 1})
         report = ingest_path(log, source)
         assert (report.events_added, report.events_skipped) == (1000, 1000)
         assert [e.msg_index for e in log.session_events("openai:big")] == list(range(2000))
         assert log.get(1).content == "written before"
+        _assert_search_index_matches_rows(log, {"big": 2000, "written": 1})
     assert os.path.getsize(store) > 0
