@@ -418,3 +418,49 @@ def test_a_large_eviction_lists_every_request_it_removes(view_log: EventLog) -> 
     assert sorted(_anchors(view)) == evicted
     text = view.index_text()
     assert all(f"seq {seq} " in text for seq in evicted)
+
+
+def test_metrics_record_each_eviction_and_every_call(view_log: EventLog) -> None:
+    view = WorkingView(view_log, "s", "system", budget_tokens=3000, tail_groups=1)
+    session = Session(view)
+    sizes = []
+    for _ in range(12):
+        session.user(10)
+        session.tools([200])
+        session.reply(20, headline=False)
+        session.persist()
+        report = view.ensure_budget()
+        sizes.append(view.build("openai").tokens)
+        if report.changed:
+            assert (view.metrics.tokens_before, view.metrics.tokens_after) == (
+                report.tokens_before,
+                report.tokens_after,
+            )
+            assert report.tokens_before > view.target >= report.tokens_after
+    metrics = view.metrics.to_dict()
+    assert metrics["evictions"] > 0 and metrics["folds"] > 0
+    assert metrics["call_tokens"] == sizes and metrics["calls"] == 12
+    assert metrics["total_input_tokens"] == sum(sizes) and metrics["max_view_tokens"] == max(sizes)
+    # 12 tool-calling turns with a headline, 12 replies without one.
+    assert metrics["headline_compliance"] == 0.5
+
+
+def test_rows_without_a_headline_keep_a_persisted_extractive_label(fast_dir: Path) -> None:
+    # #7837: every row without a headline (user rows included) carries a label written with
+    # the row; the index uses it, and it survives reopening the file.
+    path = fast_dir / "history.db"
+    with EventLog.open(path) as log:
+        view = WorkingView(log, "s", "", budget_tokens=1000, tail_groups=0, keep_results=0)
+        seqs = view.append({"role": "user", "content": "Compare the 2023 and 2024 budgets."})
+        seqs += view.append({"role": "assistant", "content": "The 2024 budget is 12% higher."})
+        seqs += view.append({"role": "user", "content": "Now write the report."})
+        seqs += view.append({"role": "assistant", "content": text_of(900, 3)})
+        seqs += view.append({"role": "user", "content": "Thanks."})
+        assert view.ensure_budget().evicted
+        text = view.index_text()
+    with EventLog.open(path) as log:
+        user, reply = log.events(seqs[:2])
+    assert user.label == "Compare the 2023 and 2024 budgets."
+    assert reply.headline is None and reply.label == "The 2024 budget is 12% higher."
+    assert f"seq {user.seq}  user: {user.label}" in text
+    assert f"seq {reply.seq}  {reply.label}" in text
