@@ -12,10 +12,14 @@ import pytest
 from scrollctx.bench import (
     LEVELS,
     SYSTEMS,
+    RetrievalReport,
+    SectionResult,
     evaluate_retrieval,
     load_locomo,
     locomo_conversations,
     metric_names,
+    render_markdown,
+    render_text,
 )
 from scrollctx.cli import run
 
@@ -187,3 +191,33 @@ def test_console_script_runs_every_section(shared_data: Path) -> None:
     for section in sections:
         assert section["conversations"] == 1 and section["n"] > 0
         _check_section(section)
+
+
+# -- the targets line, from the numbers of the run ------------------------------------------------
+
+
+def _report(ours: dict[str, float], theirs: dict[str, float]) -> RetrievalReport:
+    section = SectionResult(name="demo", groups=["g"])
+    for system, scores in zip(SYSTEMS, (ours, theirs), strict=True):
+        section.rows[system] = {level: [dict(scores)] for level in LEVELS}
+    return RetrievalReport(ks=(1, 5, 10), depth=10, sections=[section])
+
+
+def test_targets_met_are_stated_in_text_and_markdown() -> None:
+    report = _report(dict.fromkeys(metric_names(), 1.0), dict.fromkeys(metric_names(), 0.0))
+    verdict = (
+        "ms.search at least matches BM25 on every metric: yes; "
+        "beats it on turn recall_all@5: yes (+1.000)"
+    )
+    assert f"  target: {verdict}" in render_text(report).splitlines()
+    markdown = render_markdown(report, command="scroll bench retrieval", date="today")
+    assert "## Against the targets" in markdown and f"- demo: {verdict}." in markdown
+
+
+def test_targets_missed_name_every_metric_behind() -> None:
+    ours = dict.fromkeys(metric_names(), 0.5) | {"mrr": 0.25}
+    report = _report(ours, dict.fromkeys(metric_names(), 0.5))
+    assert (
+        "  target: ms.search at least matches BM25 on every metric: no, behind on "
+        "turn mrr -0.2500, session mrr -0.2500; beats it on turn recall_all@5: no (+0.000)"
+    ) in render_text(report).splitlines()

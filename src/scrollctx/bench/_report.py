@@ -20,6 +20,7 @@ from scrollctx.bench._retrieval import (
 __all__ = ["comparison_rows", "render_markdown", "render_text"]
 
 Row = tuple[str, str, float, float, float]
+_EPS = 1e-9  # means of identical per-question scores are equal; only float noise is ignored
 _GROUP_METRICS = ("recall_any@5", "recall_all@5", "mrr")
 _TOKENS = {
     "whitespace": "lower-cased and split on whitespace (the LongMemEval baseline)",
@@ -55,6 +56,23 @@ def _paired(section: SectionResult) -> str:
     return "per question, turn level: " + "; ".join(parts)
 
 
+def _targets(section: SectionResult, ks: Sequence[int]) -> str:
+    """State the issue's retrieval targets as met or not, from this run's numbers only."""
+    rows = comparison_rows(section, ks)
+    behind = [f"{lvl} {metric} {delta:+.4f}" for lvl, metric, _, _, delta in rows if delta < -_EPS]
+    text = "ms.search at least matches BM25 on every metric: " + (
+        "yes" if not behind else "no, behind on " + ", ".join(behind)
+    )
+    recall = {(lvl, metric): delta for lvl, metric, _, _, delta in rows}.get(
+        ("turn", "recall_all@5")
+    )
+    if recall is not None:
+        text += (
+            f"; beats it on turn recall_all@5: {'yes' if recall > _EPS else 'no'} ({recall:+.3f})"
+        )
+    return text
+
+
 def _anomalies(section: SectionResult) -> list[str]:
     notes = []
     for system, count in section.unmapped_hits.items():
@@ -76,6 +94,7 @@ def render_text(report: RetrievalReport) -> str:
         for level, metric, ours, theirs, delta in comparison_rows(section, report.ks):
             lines.append(f"  {level:<8} {metric:<14} {ours:>9.3f} {theirs:>9.3f} {delta:>+8.3f}")
         lines.append(f"  {_paired(section)}")
+        lines.append(f"  target: {_targets(section, report.ks)}")
         lines += [f"  note: {note}" for note in _anomalies(section)]
         blocks.append("\n".join(lines))
     blocks.append(f"BM25 tokens: {_TOKENS[report.bm25_tokens]}; depth {report.depth}")
@@ -91,7 +110,14 @@ def render_markdown(report: RetrievalReport, *, command: str, date: str) -> str:
         f"same documents; each returns its top {report.depth} rows per question.",
         "",
         _PROTOCOL.format(tokens=_TOKENS[report.bm25_tokens]),
+        "",
+        "## Against the targets",
+        "",
+        "Targets: at least match BM25 on every metric, and beat it on recall_all@5. Computed "
+        "from the tables below (a negative delta is a miss, whatever its size):",
+        "",
     ]
+    parts += [f"- {section.name}: {_targets(section, report.ks)}." for section in report.sections]
     for section in report.sections:
         parts += ["", f"## {section.name}", "", _summary(section) + ".", ""]
         parts += _markdown_table(section, report.ks)
