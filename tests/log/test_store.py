@@ -9,6 +9,7 @@ import pytest
 
 from scrollctx.errors import IntegrityError, PayloadMissing, UsageError
 from scrollctx.log import EventLog, Kind, NewEvent, ToolResultRef
+from scrollctx.log._schema import MIGRATIONS
 
 
 def _turn(text: str, *, key: str | None = None, session: str = "s1", **extra: object) -> NewEvent:
@@ -240,7 +241,7 @@ def test_reopen_keeps_everything_and_migrations_run_once(store_dir: Path) -> Non
         log.append(_turn("persisted"))
     with EventLog.open(path, verify=True) as log:
         assert log.count() == 1
-        assert len(log.execute("SELECT * FROM _migrations")) == 2
+        assert len(log.execute("SELECT * FROM _migrations")) == len(MIGRATIONS)
 
 
 def test_store_without_fts5_records_it(store_dir: Path) -> None:
@@ -294,3 +295,46 @@ def test_empty_session_or_kind_is_refused(event_log: EventLog) -> None:
     with pytest.raises(UsageError, match="kind"):
         event_log.append(NewEvent(session_id="s", kind=""))
     assert event_log.count() == 0
+
+
+# The layout stores had before the writer indexed per batch (a per-row trigger, the log table as
+# the FTS content). Written out here because the code that made it is gone.
+_OLD_LAYOUT = """
+CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
+CREATE TABLE conversation_history (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, agent_id TEXT,
+    run_id TEXT, task_id TEXT, step_index INTEGER, msg_index INTEGER, kind TEXT NOT NULL,
+    role TEXT, name TEXT, content TEXT NOT NULL DEFAULT '', prose TEXT NOT NULL DEFAULT '',
+    code TEXT NOT NULL DEFAULT '', headline TEXT, label TEXT, tool_call_id TEXT,
+    tool_input TEXT, tool_state TEXT, metadata TEXT NOT NULL DEFAULT '{}',
+    created_at TEXT NOT NULL, dedup_key TEXT, payload_sha256 TEXT, payload_size INTEGER,
+    searchable INTEGER NOT NULL DEFAULT 1);
+CREATE UNIQUE INDEX ch_dedup ON conversation_history(session_id, dedup_key);
+CREATE VIRTUAL TABLE conversation_history_fts USING fts5(prose, code, headline,
+    content='conversation_history', content_rowid='seq', tokenize='porter unicode61');
+CREATE TRIGGER ch_fts_insert AFTER INSERT ON conversation_history WHEN new.searchable
+BEGIN
+    INSERT INTO conversation_history_fts(rowid, prose, code, headline)
+    VALUES (new.seq, new.prose, new.code, COALESCE(new.headline, ''));
+END;
+CREATE TABLE _meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO _meta VALUES ('fts5', '1');
+INSERT INTO _migrations VALUES ('m001_conversation_history', 'then'), ('m002_store_meta', 'then');
+INSERT INTO conversation_history(session_id, kind, content, prose, created_at)
+VALUES ('old', 'user_message', 'an older kestrel sighting', 'an older kestrel sighting', 'then');
+"""
+
+
+def test_a_store_from_before_batch_indexing_is_upgraded_once(store_dir: Path) -> None:
+    path = store_dir / "history.db"
+    with sqlite3.connect(path) as old:
+        old.executescript(_OLD_LAYOUT)
+    with EventLog.open(path) as log:
+        log.append(_turn("a newer kestrel"))
+        log.append_many([_turn("batch kestrel one"), _turn("batch kestrel two")])
+        assert _matches(log, "kestrel") == [1, 2, 3, 4]  # each row once
+        _index_matches_the_rows(log)
+        assert not log.execute("SELECT 1 FROM sqlite_master WHERE name = 'ch_fts_insert'")
+    with EventLog.open(path, verify=True) as log:
+        assert len(log.execute("SELECT * FROM _migrations")) == len(MIGRATIONS)
+        assert _matches(log, "older") == [1]

@@ -118,9 +118,27 @@ def m002_store_meta(conn: sqlite3.Connection, fts5: bool) -> None:
     conn.execute("INSERT INTO _meta(key, value) VALUES ('fts5', ?)", ("1" if fts5 else "0",))
 
 
+def m003_batch_indexing(conn: sqlite3.Connection, fts5: bool) -> None:
+    # Stores created before the writer indexed per batch have a per-row FTS trigger and an FTS
+    # table whose content is the log table itself. With today's writer they would index each
+    # row twice, so rebuild their index on the view. Other stores have nothing to change.
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND name = 'ch_fts_insert'"
+    ).fetchone()
+    if found is None:
+        return
+    conn.execute("DROP TRIGGER ch_fts_insert")
+    conn.execute("DROP TABLE conversation_history_fts")
+    _create_fts(conn)
+    conn.execute(
+        "INSERT INTO conversation_history_fts(conversation_history_fts) VALUES ('rebuild')"
+    )
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("m001_conversation_history", m001_conversation_history),
     ("m002_store_meta", m002_store_meta),
+    ("m003_batch_indexing", m003_batch_indexing),
 ]
 
 
