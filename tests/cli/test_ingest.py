@@ -170,3 +170,22 @@ def test_progress_bar_is_drawn_on_a_terminal(store_dir: Path, shared_data: Path)
     assert "locomo10.json: 5,882 events" in drawn  # and after the last committed batch
     [line] = out.splitlines()  # stdout carries the report only
     assert line.startswith(f"{locomo}: locomo, 10 conversations, 272 sessions, 5882 events added")
+
+
+def test_store_defaults_to_dot_scroll_then_scroll_store_then_the_option(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert run(["ingest", str(LME)]) == 0
+    assert run(["search", "pottery", "--json"]) == 0  # the same default store, read back
+    assert json.loads(capsys.readouterr().out)[0]["task_id"] == "longmemeval/7a1c2e90"
+    assert (tmp_path / ".scroll" / "history.db").is_file()
+    monkeypatch.setenv("SCROLL_STORE", str(tmp_path / "from-env"))
+    chat = _chat(tmp_path / "talk.jsonl", 2)
+    assert run(["ingest", str(chat)]) == 0
+    assert run(["ingest", "--store", str(tmp_path / "from-option"), str(chat)]) == 0
+    counts = {}
+    for name in (".scroll", "from-env", "from-option"):
+        with EventLog.open(tmp_path / name / "history.db") as log:
+            counts[name] = log.count()
+    assert counts == {".scroll": 17, "from-env": 2, "from-option": 2}
