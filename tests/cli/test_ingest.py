@@ -177,6 +177,7 @@ def test_store_defaults_to_dot_scroll_then_scroll_store_then_the_option(
 ) -> None:
     monkeypatch.chdir(tmp_path)
     assert run(["ingest", str(LME)]) == 0
+    capsys.readouterr()
     assert run(["search", "pottery", "--json"]) == 0  # the same default store, read back
     assert json.loads(capsys.readouterr().out)[0]["task_id"] == "longmemeval/7a1c2e90"
     assert (tmp_path / ".scroll" / "history.db").is_file()
