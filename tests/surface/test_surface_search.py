@@ -379,3 +379,20 @@ def test_search_finds_single_appends_and_ingested_batches_alike(tmp_path: Path, 
             assert ms.search("quokka")[0]["content"].endswith(
                 "user: The quokka photo is from Rottnest."
             )
+
+
+def test_column_weights_rank_headline_over_prose_over_code(tmp_path: Path) -> None:
+    filler = "plain words about nothing much"
+    path = tmp_path / "history.db"
+    with EventLog.open(path) as log:
+        code = log.append(
+            NewEvent(session_id="s", kind="model_turn", content=f"{filler}\n```\nzephyr = 1\n```")
+        )
+        prose = log.append(NewEvent(session_id="s", kind="model_turn", content=f"zephyr {filler}"))
+        headline = log.append(
+            NewEvent(session_id="s", kind="model_turn", content=filler, headline="zephyr notes")
+        )
+        for i in range(20):  # enough rows for bm25's idf to stay positive
+            log.append(NewEvent(session_id="s", kind="model_turn", content=f"{filler} {i}"))
+    with open_surface(path) as ms:
+        assert _seqs(ms.search("zephyr", k=3)) == [headline, prose, code]
