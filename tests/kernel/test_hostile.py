@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kernel_helpers import LogSnapshot, Session, assert_log_unchanged, open_session, snapshot
 
-from scrollctx.kernel import CellResult, render_observation
+from scrollctx.kernel import CellResult, Kernel, Limits, SandboxPolicy, render_observation
 from scrollctx.log import Kind
 
 
@@ -255,15 +255,22 @@ def test_forge_a_reply_frame_on_the_control_fd(shared: Session) -> None:
 
 
 @pytest.mark.parametrize(
-    "payload",
+    ("payload", "reason"),
     [
-        "struct.pack('>I', 2**31)",
-        "struct.pack('>I', 5) + b'{oops'",
-        "struct.pack('>I', 4) + b'[42]'",
+        ("struct.pack('>I', 2**31)", "exceeds the 16777216-byte limit"),
+        ("struct.pack('>I', 5) + b'{oops'", "not UTF-8 JSON"),
+        ("struct.pack('>I', 4) + b'[42]'", "not an object"),
+        ("struct.pack('>I', 400000) + b'[' * 200000 + b']' * 200000", "RecursionError"),
+        (
+            "struct.pack('>I', 5019) + b'{\"op\":\"result\",\"id\":' + b'7' * 5000 + b'}'",
+            "4300 digits",
+        ),
     ],
-    ids=["oversized", "not-json", "not-object"],
+    ids=["oversized", "not-json", "not-object", "nested-too-deep", "integer-too-long"],
 )
-def test_forge_a_malformed_frame_on_the_control_fd(own: Session, payload: str) -> None:
+def test_forge_a_malformed_frame_on_the_control_fd(own: Session, payload: str, reason: str) -> None:
+    # None of these may raise out of run_cell (a RecursionError or ValueError from the JSON
+    # decoder once did): each is a protocol violation that costs only the worker.
     cell = (
         "import gc, os, struct\n"
         "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
@@ -271,7 +278,7 @@ def test_forge_a_malformed_frame_on_the_control_fd(own: Session, payload: str) -
     )
     result, before = attack(own, cell)
     assert result.namespace_lost and result.error is not None
-    assert "broke the frame protocol" in result.error
+    assert "broke the frame protocol" in result.error and reason in result.error, result.error
     assert_only_restart_logged(own, before)
 
 
@@ -397,3 +404,261 @@ def test_read_files_outside_the_allow_list(shared: Session) -> None:
     allowed = shared.kernel.run_cell("import scrollctx.errors\nprint('imports still work')")
     assert allowed.stdout == "imports still work\n"
     assert_host_unharmed(shared, before)
+
+
+# -- attacks beyond the issue's list (audit) ---------------------------------------------------
+
+_WORKER = (
+    "import gc, json, os, struct, time\n"
+    "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
+    "def frame(msg):\n"
+    "    body = json.dumps(msg).encode()\n"
+    "    return struct.pack('>I', len(body)) + body\n"
+)
+
+
+def test_proc_of_the_worker_and_of_the_host_is_out_of_reach(shared: Session) -> None:
+    # /proc/self/mem would let a process patch its own seccomp-free code paths; /proc/<host>/
+    # would expose the host's memory, environment, descriptors and root.
+    host = os.getpid()
+    targets = [
+        ("/proc/self/mem", "r+b"),
+        ("/proc/self/environ", "rb"),
+        (f"/proc/{host}/mem", "r+b"),
+        (f"/proc/{host}/environ", "rb"),
+        (f"/proc/{host}/cmdline", "rb"),
+        (f"/proc/{host}/fd/0", "rb"),
+        (f"/proc/{host}/root/etc/passwd", "rb"),
+        ("/proc/sys/kernel/core_pattern", "r+b"),
+    ]
+    cell = (
+        "out = []\n"
+        f"for path, mode in {targets!r}:\n"
+        "    try:\n        open(path, mode).read(1)\n        out.append('OPENED ' + path)\n"
+        "    except PermissionError:\n        out.append('denied')\nprint(out)"
+    )
+    result, before = attack(shared, cell)
+    assert result.stdout == f"{['denied'] * len(targets)}\n", result.stdout
+    assert_host_unharmed(shared, before)
+
+
+def test_memfd_create_then_execveat_or_exec_through_proc(shared: Session) -> None:
+    cell = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "fd = os.memfd_create('payload')\nos.write(fd, open('/bin/true', 'rb').read())\n"
+        "rc = libc.syscall(322, fd, b'', None, None, 0x1000)  # execveat(AT_EMPTY_PATH)\n"
+        "print(rc, ctypes.get_errno())\n"
+        "try:\n    os.execv(f'/proc/self/fd/{fd}', ['x'])\n"
+        "except PermissionError:\n    print('exec through proc denied')"
+    )
+    result, before = attack(shared, cell)
+    assert result.stdout == "-1 1\nexec through proc denied\n", result.stdout
+    assert_host_unharmed(shared, before)
+
+
+def test_io_uring_userfaultfd_bpf_and_perf_are_denied(shared: Session) -> None:
+    calls = {
+        "io_uring_setup": "libc.syscall(425, 8, ctypes.create_string_buffer(120))",
+        "userfaultfd": "libc.syscall(323, 0)",
+        "bpf": "libc.syscall(321, 0, ctypes.create_string_buffer(128), 128)",
+        "perf_event_open": "libc.syscall(298, ctypes.create_string_buffer(128), 0, -1, -1, 0)",
+        "clone3": "libc.syscall(435, ctypes.create_string_buffer(88), 88)",
+        "pidfd_open_host": f"libc.syscall(434, {os.getpid()}, 0)",
+    }
+    cell = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nout = {}\n" + "".join(
+        f"out[{name!r}] = ({code}, ctypes.get_errno())\n" for name, code in calls.items()
+    )
+    result, before = attack(shared, cell + "print(sorted(out.items()))")
+    outcome = dict(eval(result.stdout))  # noqa: S307 - a list of pairs printed by the cell
+    assert outcome.pop("clone3") == (-1, 38)  # ENOSYS, so glibc falls back to a checked clone
+    assert set(outcome.values()) == {(-1, 1)}, outcome  # EPERM
+    assert_host_unharmed(shared, before)
+
+
+def test_no_sqlite_handle_in_the_worker_can_write_the_log(shared: Session) -> None:
+    # Walk every object in the worker (ms, its closures, its connection): each SQLite handle on
+    # the log refuses writes, even with its authorizer removed; a log re-attached with
+    # mode=rw opens read-only (Landlock denies the write open) and refuses them too.
+    db = str(shared.log.path)
+    insert = "INSERT INTO {}.conversation_history(session_id, kind, content) VALUES ('x','x','x')"
+    cell = (
+        "import gc, sqlite3\nout = []\n"
+        "conns = [o for o in gc.get_objects() if isinstance(o, sqlite3.Connection)]\n"
+        "for c in conns:\n"
+        "    c.set_authorizer(None)\n"
+        f"    c.execute(\"ATTACH 'file:{db}?mode=rw' AS rw\")\n"
+        f"    logs = [r[1] for r in c.execute('PRAGMA database_list') if r[2] == {db!r}]\n"
+        f"    sql = [{insert!r}.format(s) for s in logs] + [f'VACUUM {{s}}' for s in logs]\n"
+        "    sql += [f'PRAGMA {s}.journal_mode=DELETE' for s in logs]\n"
+        "    sql += ['PRAGMA rw.wal_checkpoint(TRUNCATE)']\n"
+        "    for q in sql:\n"
+        "        try:\n            c.execute(q).fetchall(); c.commit(); out.append('WROTE ' + q)\n"
+        "        except sqlite3.Error:\n            out.append('refused')\n"
+        "    c.execute('DETACH rw')\n"
+        "    out.append(len(logs))\n"
+        "print(len(conns), out)"
+    )
+    result, before = attack(shared, "ms.search('adoption', k=1)\n" + cell)
+    count, outcomes = result.stdout.split(" ", 1)
+    found = eval(outcomes)  # noqa: S307 - a list printed by the cell
+    assert int(count) >= 1 and {o for o in found if isinstance(o, str)} == {"refused"}, found
+    assert all(n >= 2 for n in found if isinstance(n, int))  # ms's own handle plus 'rw'
+    assert_host_unharmed(shared, before)
+
+
+def test_thread_bomb_stops_at_the_cap(tmp_path: Path) -> None:
+    # RLIMIT_NPROC does not bind a uid-0 worker; the host's pids cgroup does. Without a cap a
+    # cell could take every pid on the machine (pid_max is often 32,768).
+    session = open_session(tmp_path, sandbox=SandboxPolicy(limits=Limits(threads=40)), timeout=20.0)
+    try:
+        detail = session.kernel.status.layer("rlimits").detail if session.kernel.status else ""
+        if "threads not capped" in detail:
+            pytest.skip(f"no writable pids cgroup here ({detail}); the doctor says so")
+        assert "at most 40 threads (pids cgroup)" in detail
+        cell = (
+            "import threading\nthreading.stack_size(32768)\nhold = threading.Event()\n"
+            "started = 0\ntry:\n    for _ in range(400):\n"
+            "        threading.Thread(target=hold.wait, daemon=True).start()\n"
+            "        started += 1\nexcept RuntimeError as exc:\n    print(exc)\n"
+            "hold.set()\nprint(started)"
+        )
+        result, before = attack(session, cell)
+        lines = result.stdout.splitlines()
+        assert lines[0] == "can't start new thread" and int(lines[1]) < 40, result.stdout
+        assert_host_unharmed(session, before)
+        pid = session.kernel.pid
+        groups = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        rel = next(g.split(":", 2)[2] for g in groups if f"scroll-worker-{pid}" in g)
+        cgroup = next(
+            p for p in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup")) if p.exists()
+        )
+        assert (cgroup / rel.lstrip("/")).is_dir()
+    finally:
+        session.kernel.close()
+        session.log.close()
+    assert not (cgroup / rel.lstrip("/")).exists()  # removed with the worker
+
+
+def test_filling_the_disk_through_scratch_kills_the_worker(tmp_path: Path) -> None:
+    quota = 16 * 1024**2
+    session = open_session(
+        tmp_path, sandbox=SandboxPolicy(limits=Limits(scratch_writes=quota)), timeout=30.0
+    )
+    try:
+        cell = (
+            "import os\nchunk = b'x' * 2**20\nn = 0\nwhile True:  # many files, each small\n"
+            "    with open(f'fill-{n}', 'wb') as f:\n"
+            "        f.write(chunk)\n        f.flush()\n        os.fsync(f.fileno())\n"
+            "    n += 1"
+        )
+        result, before = attack(session, cell)
+        assert result.namespace_lost and not result.timed_out
+        assert result.error is not None and f"over the {quota:,}-byte quota" in result.error
+        written = sum(p.stat().st_size for p in (tmp_path / "scratch").glob("fill-*"))
+        assert quota < written < quota * 8
+        assert_only_restart_logged(session, before)
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_forged_tool_calls_are_bounded_per_cell(tmp_path: Path) -> None:
+    # A flood of bridge frames (undeclared names, huge arguments) would make the host write
+    # without end; past the cell's budget the host answers without running or logging.
+    session = open_session(tmp_path, max_tool_calls=20)
+    try:
+        cell = _WORKER + (
+            "answers = []\nfor call in range(1, 61):\n"
+            "    os.write(w.fd_out, frame({'op': 'tool_call', 'id': w.cell_id, 'call': call,"
+            " 'name': 'system', 'args': ['rm -rf /'], 'kwargs': {}}))\n"
+            "    answers.append(w.reader.read()['error'][:40])\n"
+            "print(len(answers), sorted(set(answers)))"
+        )
+        result, before = attack(session, cell)
+        assert result.stdout.startswith("60 ["), result.error
+        assert "no tool named 'system' is declared" in result.stdout
+        assert "this cell already made 20 tool calls" in result.stdout
+        added = session.log.span(before.last_seq + 1, session.log.last_seq())
+        assert len(added) == 40 and {e.name for e in added} == {"system"}
+        assert {e.tool_state for e in added if e.kind == Kind.TOOL_RESULT} == {"error"}
+        assert session.kernel.run_cell("print(lookup('x', 1))").stdout == "['x fact 0']\n"
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_oversized_tool_arguments_are_not_run_or_kept(shared: Session) -> None:
+    before = shared.log.last_seq()
+    result = shared.kernel.run_cell("lookup('t' * 2_000_000)")
+    assert result.error is not None and "over the 262,144-byte limit" in result.error
+    call, answer = shared.log.span(before + 1, shared.log.last_seq())
+    assert call.tool_input == {"omitted": answer.content} and answer.tool_state == "error"
+    assert (call.payload_size or 0) < 1000 and len(answer.content) < 1000
+    assert shared.kernel.run_cell("print('host ok')").stdout == "host ok\n"
+
+
+def test_hostile_tool_arguments_do_not_harm_the_host(shared: Session) -> None:
+    # Forged frames skip the stub's signature check: the host still calls only declared tools,
+    # with JSON values, and turns every failure into an error for the cell.
+    cell = _WORKER + (
+        "out = []\nnested = []\nfor _ in range(400):\n    nested = [nested]\n"
+        "for call, name, args, kwargs in ["
+        "(1, 'lookup', [], {'__class__': 1, 'self': 2}),"
+        "(2, 'lookup', [nested], {}),"
+        "(3, 'lookup', [float('nan')], {'limit': 1}),"
+        "(4, '__import__', ['os'], {}),"
+        "(5, 'lookup.__globals__', [], {})]:\n"
+        "    os.write(w.fd_out, frame({'op': 'tool_call', 'id': w.cell_id, 'call': call,"
+        " 'name': name, 'args': args, 'kwargs': kwargs}))\n"
+        "    reply = w.reader.read()\n"
+        "    out.append(reply.get('ok') or reply['error'][:60])\n"
+        "print(out)"
+    )
+    result = shared.kernel.run_cell(cell)
+    out = eval(result.stdout)  # noqa: S307 - a list printed by the cell
+    assert out[0].startswith("lookup: TypeError") and out[1:3] == [True, True]
+    assert out[3].startswith("no tool named '__import__'")
+    assert out[4].startswith("no tool named 'lookup.__globals__'")
+    shared.log.check()
+    assert shared.kernel.run_cell("print('host ok')").stdout == "host ok\n"
+
+
+def test_a_cell_that_floods_frames_or_stops_reading_still_ends(own: Session) -> None:
+    # Frames for other requests are dropped and do not extend the deadline; a cell that asks
+    # for big results and never reads them cannot block the host either.
+    flood = _WORKER + (
+        "while True:\n    os.write(w.fd_out, frame({'op': 'result', 'id': -1, 'stdout': 'x'}))"
+    )
+    result, before = attack(own, flood)
+    assert result.timed_out and result.interrupted and not result.namespace_lost
+    stall = _WORKER + (
+        "for call in range(1, 30):\n"
+        "    os.write(w.fd_out, frame({'op': 'tool_call', 'id': w.cell_id, 'call': call,"
+        " 'name': 'big_blob', 'args': [200000], 'kwargs': {}}))\n"
+        "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+        "time.sleep(60)"
+    )
+    result = own.kernel.run_cell(stall)
+    assert result.namespace_lost and result.timed_out
+    own.log.check()
+    assert own.kernel.run_cell("print('host ok')").stdout == "host ok\n"
+
+
+def test_host_secrets_do_not_cross_through_tool_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCROLL_TEST_SECRET", "hunter2-secret")
+
+    def leaky(key: str) -> str:
+        """Fail with a chained error whose cause and locals hold a secret."""
+        secret = os.environ["SCROLL_TEST_SECRET"]
+        try:
+            raise KeyError(secret)
+        except KeyError as exc:
+            raise ValueError(f"no such key {key!r}") from exc
+
+    with Kernel(scratch=tmp_path / "scratch", tools=[leaky]) as kernel:
+        result = kernel.run_cell("leaky('a')")
+        seen = render_observation(result)
+        assert "ToolCallError: leaky: ValueError: no such key 'a'" in seen
+        assert "hunter2" not in seen and __file__ not in seen

@@ -88,6 +88,11 @@ def test_best_effort_names_the_missing_layer_in_every_observation(tmp_path: Path
             "[sandbox] opt-out 'best-effort': layers not holding: landlock"
         )
         assert session.kernel.start().layer("seccomp").holds
+        died = render_observation(session.kernel.run_cell("import os\nos._exit(3)")).splitlines()
+        assert died[0].startswith("[sandbox] opt-out 'best-effort'")
+        assert died[1].startswith("[kernel] the worker was restarted")
+        later = render_observation(session.kernel.run_cell("print('next')"))
+        assert later.splitlines()[0].startswith("[sandbox] opt-out 'best-effort'")
     finally:
         session.kernel.close()
         session.log.close()

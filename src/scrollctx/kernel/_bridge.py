@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from scrollctx.kernel._journal import KernelJournal
 
 __all__ = [
+    "MAX_TOOL_INPUT",
     "RESERVED_NAMES",
     "ToolCallError",
     "ToolSpec",
@@ -33,7 +34,11 @@ __all__ = [
     "describe_tool",
     "describe_tools",
     "make_stub",
+    "refuse_tool_call",
 ]
+
+MAX_TOOL_INPUT = 256 * 1024
+"""The default cap, in bytes of frame, on one bridged call's arguments (the log keeps them)."""
 
 RESERVED_NAMES = frozenset({"ms", "days_between", "or_terms", "ToolCallError"})
 """Names the kernel binds itself; a tool may not take them."""
@@ -160,23 +165,48 @@ def _signature(params: Iterable[Mapping[str, Any]], returns: Any) -> inspect.Sig
     return inspect.Signature(built, return_annotation=shown)
 
 
-def answer_tool_call(
-    frame: Mapping[str, Any], tools: Mapping[str, ToolSpec], journal: KernelJournal, cell: int
-) -> tuple[bytes, str]:
-    """Run one ``tool_call`` frame on the host; return the reply frame and the tool_call_id.
-
-    The frame is untrusted: a malformed one raises :class:`ProtocolError`; a name the host did
-    not declare is answered with an error (and logged); the call is logged before it runs.
-    """
+def _checked(frame: Mapping[str, Any]) -> tuple[int, str, list[Any], dict[str, Any]]:
     call, name = frame.get("call"), frame.get("name")
     args, kwargs = frame.get("args"), frame.get("kwargs")
     if not (isinstance(call, int) and isinstance(name, str) and isinstance(args, list)
             and isinstance(kwargs, dict)):  # fmt: skip
         raise ProtocolError("malformed tool_call frame; the worker is restarted")
-    name = name[:200]
+    return call, name[:200], args, kwargs
+
+
+def refuse_tool_call(frame: Mapping[str, Any], error: str) -> bytes:
+    """Answer a ``tool_call`` frame with ``error`` without running or logging anything."""
+    call, _, _, _ = _checked(frame)
+    return encode_frame({"op": "tool_result", "call": call, "ok": False, "error": error})
+
+
+def answer_tool_call(
+    frame: Mapping[str, Any],
+    tools: Mapping[str, ToolSpec],
+    journal: KernelJournal,
+    cell: int,
+    *,
+    size: int = 0,
+    max_input: int = MAX_TOOL_INPUT,
+) -> tuple[bytes, str]:
+    """Run one ``tool_call`` frame on the host; return the reply frame and the tool_call_id.
+
+    The frame is untrusted: a malformed one raises :class:`ProtocolError`; a name the host did
+    not declare is answered with an error (and logged); the call is logged before it runs. A
+    frame of ``size`` bytes over ``max_input`` is logged without its arguments and not run.
+    """
+    call, name, args, kwargs = _checked(frame)
     tool_call_id = f"kcall_{uuid.uuid4().hex[:16]}"
-    journal.tool_call(name, tool_call_id, {"args": args, "kwargs": kwargs}, cell)
-    ok, value, error = _invoke(tools, name, args, kwargs)
+    if size > max_input:
+        error = (
+            f"the arguments to {name}() take {size:,} bytes, over the {max_input:,}-byte limit "
+            "of one tool call; pass less (a key, an id, a slice)"
+        )
+        journal.tool_call(name, tool_call_id, {"omitted": error}, cell)
+        ok, value = False, None
+    else:
+        journal.tool_call(name, tool_call_id, {"args": args, "kwargs": kwargs}, cell)
+        ok, value, error = _invoke(tools, name, args, kwargs)
     reply = b""
     if ok:
         try:

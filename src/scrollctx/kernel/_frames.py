@@ -50,6 +50,8 @@ class FrameReader:
         self.fd = fd
         self.max_size = max_size
         self._buffer = bytearray()
+        self.last_size = 0
+        """The size in bytes of the frame :meth:`read` returned last."""
 
     def read(self, deadline: float | None = None) -> dict[str, Any] | None:
         """Return the next frame, or ``None`` if ``deadline`` (a ``time.monotonic`` value) passed.
@@ -90,6 +92,7 @@ class FrameReader:
             return None
         body = bytes(self._buffer[_HEADER.size : end])
         del self._buffer[:end]
+        self.last_size = size
         return _decode(body)
 
 
@@ -98,6 +101,11 @@ def _decode(body: bytes) -> dict[str, Any]:
         message = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ProtocolError(f"frame is not UTF-8 JSON ({exc}); the worker is restarted") from exc
+    except (RecursionError, ValueError) as exc:  # nesting too deep, an integer too long
+        raise ProtocolError(
+            f"frame cannot be decoded safely ({type(exc).__name__}: {str(exc)[:120]}); "
+            "the worker is restarted"
+        ) from exc
     if not isinstance(message, dict):
         raise ProtocolError(
             f"frame is JSON {type(message).__name__}, not an object; the worker is restarted"

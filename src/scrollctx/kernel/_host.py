@@ -5,13 +5,17 @@ Guarantees (on Linux with every layer holding, i.e. the ``strict`` profile's con
 - model code runs only in the worker, never in the host; the worker cannot write outside its
   scratch folder, write the Event Log, open network sockets, spawn processes, raise its limits,
   trace or signal the host (see :mod:`scrollctx.kernel._policy` for each layer);
-- everything the worker sends is untrusted: frames are size-capped and shape-checked, a bad frame
-  gets the worker killed and restarted, and replies for other requests are dropped;
+- everything the worker sends is untrusted: frames are size-capped and shape-checked (nesting and
+  integer length included), a bad frame gets the worker killed and restarted, and replies for
+  other requests are dropped; nothing the worker sends raises out of :meth:`Kernel.run_cell`;
+- the host caps the worker's threads (``pids`` cgroup, where writable) and kills a worker that
+  writes past its scratch quota or leaves the disk under its floor (:mod:`._quota`);
 - a cell past its timeout is interrupted (namespace kept); one that ignores the interrupt for the
   grace period, or a worker that dies, is killed and restarted, and the observation says the
   namespace was lost;
 - the worker reaches only the tools the host declared; each call is logged as a tool-call and a
-  tool-result event (full result; the Event Log externalizes large ones).
+  tool-result event (full result; the Event Log externalizes large ones); per cell, calls and
+  their argument sizes are bounded, so forged calls cannot make the host write without end.
 
 When a required layer does not hold, cells are refused (never run unconfined) with a message that
 names the layer and the opt-out. An opt-out profile is logged as a ``system`` event and shown at
@@ -30,7 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import CellTimeout, ProtocolError, UsageError, WorkerCrashed
-from scrollctx.kernel._bridge import ToolSpec, answer_tool_call, describe_tools
+from scrollctx.kernel._bridge import (
+    MAX_TOOL_INPUT,
+    ToolSpec,
+    answer_tool_call,
+    describe_tools,
+    refuse_tool_call,
+)
 from scrollctx.kernel._digest import parse_digest
 from scrollctx.kernel._journal import KernelJournal
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers, resolve_policy
@@ -73,6 +83,10 @@ class Kernel:
         tools: host callables (or a name -> callable mapping) the cell may call.
         timeout: seconds a cell may run before it is interrupted; ``grace``: seconds more before
             the worker is killed.
+        max_tool_calls: bridged calls one cell may make (later ones are answered with an error,
+            neither run nor logged); ``max_tool_input``: bytes of arguments one call may carry
+            (a larger call is logged without them and not run). Both keep a hostile cell from
+            filling the host's disk through the log.
     """
 
     def __init__(
@@ -92,11 +106,18 @@ class Kernel:
         stderr_cap: int = 8_000,
         boot_timeout: float = 15.0,
         python: str | None = None,
+        max_tool_calls: int = 500,
+        max_tool_input: int = MAX_TOOL_INPUT,
     ) -> None:
         if not (timeout > 0 and grace > 0 and boot_timeout > 0):
             raise UsageError(f"timeouts must be positive (timeout={timeout}, grace={grace})")
         if stdout_cap < 1 or stderr_cap < 1:
             raise UsageError(f"output caps must be positive ({stdout_cap}, {stderr_cap})")
+        if max_tool_calls < 0 or max_tool_input < 1:
+            raise UsageError(
+                f"tool-call limits must be positive ({max_tool_calls}, {max_tool_input})"
+            )
+        self.max_tool_calls, self.max_tool_input = max_tool_calls, max_tool_input
         if not session_id:
             raise UsageError("a kernel needs a non-empty session_id")
         self.policy = resolve_policy(sandbox)
@@ -161,7 +182,10 @@ class Kernel:
 
     def _boot(self, reason: str) -> SandboxStatus:
         self.scratch.mkdir(parents=True, exist_ok=True)
-        worker = WorkerProcess(self.python, self.scratch)
+        applies_limits = "rlimits" in self.policy.applied
+        worker = WorkerProcess(
+            self.python, self.scratch, self.policy.limits if applies_limits else None
+        )
         try:
             ready = self._handshake(worker)
         except BaseException:
@@ -191,6 +215,7 @@ class Kernel:
             "agent_id": self.agent_id,
             "policy": self.policy.to_wire(),
             "tools": [spec.to_wire() for spec in self.tools.values()],
+            "tasks": _host_limits(worker),
         }
         try:
             worker.send(boot, deadline)
@@ -365,7 +390,21 @@ class Kernel:
     # -- tool bridge -------------------------------------------------------------------------
 
     def _dispatch(self, worker: WorkerProcess, frame: dict[str, Any], deadline: float) -> None:
-        reply, tool_call_id = answer_tool_call(frame, self.tools, self.journal, self._cells)
+        if len(self._calls) >= self.max_tool_calls:
+            error = (
+                f"this cell already made {self.max_tool_calls} tool calls, the limit of one cell; "
+                "the call was not run. Batch the work, or continue in the next cell"
+            )
+            worker.send(refuse_tool_call(frame, error), deadline)
+            return
+        reply, tool_call_id = answer_tool_call(
+            frame,
+            self.tools,
+            self.journal,
+            self._cells,
+            size=worker.reader.last_size,
+            max_input=self.max_tool_input,
+        )
         self._calls.append(tool_call_id)
         worker.send(reply, deadline)
 
@@ -383,6 +422,17 @@ def _check_scratch(scratch: Path, db_path: Path | None) -> None:
                 f"scratch folder {scratch} contains {real}, which the kernel must not write. "
                 "Choose a scratch folder outside it (a subfolder of the store is fine)"
             )
+
+
+def _host_limits(worker: WorkerProcess) -> str:
+    # What the host enforces from outside the worker, added to the rlimits layer's detail.
+    if worker.disk is None:
+        return worker.tasks.detail
+    return (
+        f"{worker.tasks.detail}; scratch writes watched by the host "
+        f"(quota {worker.disk.quota // 1024**2:,} MiB, {worker.disk.floor // 1024**2:,} MiB "
+        "kept free)"
+    )
 
 
 def _capped(reply: dict[str, Any], key: str, cap: int) -> tuple[str, int]:

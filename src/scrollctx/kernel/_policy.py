@@ -2,7 +2,8 @@
 
 Five layers confine the worker; each is applied before any model code runs and self-tested:
 
-- ``rlimits``: address space, file size, open files, no core dumps;
+- ``rlimits``: address space, file size, open files, no core dumps; and, from the host, a thread
+  cap (a ``pids`` cgroup, where writable) and a watch on scratch writing and free disk;
 - ``netns``: a private network namespace (only a downed ``lo``);
 - ``caps``: every Linux capability dropped (a root worker cannot override permissions, change
   owners, set immutable flags, do raw I/O or administer anything);
@@ -60,6 +61,12 @@ class Limits:
     address_space: int = 2 * 1024**3
     file_size: int = 256 * 1024**2
     open_files: int = 256
+    threads: int = 512
+    """Tasks (threads) the worker may have, through a pids cgroup where the machine offers one."""
+    scratch_writes: int = 4 * 1024**3
+    """Bytes one worker may write to scratch over its life before the host kills it."""
+    disk_floor: int = 1024**3
+    """Free bytes the host keeps on the scratch file system (at most half of what was free)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +119,7 @@ class SandboxPolicy:
                 "address_space": self.limits.address_space,
                 "file_size": self.limits.file_size,
                 "open_files": self.limits.open_files,
+                "threads": self.limits.threads,
             },
         }
 

@@ -24,6 +24,9 @@ from typing import Any
 
 from scrollctx.errors import CellTimeout, WorkerCrashed
 from scrollctx.kernel._frames import FrameReader, encode_frame
+from scrollctx.kernel._policy import Limits
+from scrollctx.kernel._quota import DiskWatch
+from scrollctx.kernel._tasks import TaskCap, cap_tasks
 
 __all__ = ["WorkerProcess", "default_python", "describe_exit", "worker_environment"]
 
@@ -91,7 +94,7 @@ class _OutputTail:
 class WorkerProcess:
     """A running worker and its two control pipes."""
 
-    def __init__(self, python: str, scratch: Path) -> None:
+    def __init__(self, python: str, scratch: Path, limits: Limits | None = None) -> None:
         to_read, self._to_worker = os.pipe()
         self._from_worker, from_write = os.pipe()
         out_read, out_write = os.pipe()
@@ -116,6 +119,23 @@ class WorkerProcess:
             for fd in (to_read, from_write, out_write):
                 os.close(fd)
         os.set_blocking(self._to_worker, False)
+        # Before the boot frame is sent, so every thread the worker ever starts is counted.
+        self.tasks = (
+            cap_tasks(self.proc.pid, limits.threads)
+            if limits is not None
+            else TaskCap(None, "threads not capped: the profile applies no limits")
+        )
+        self.disk = (
+            DiskWatch(
+                self.proc.pid,
+                scratch,
+                quota=limits.scratch_writes,
+                floor=limits.disk_floor,
+                kill=lambda: self._signal(signal.SIGKILL, group=True),
+            )
+            if limits is not None
+            else None
+        )
         self.reader = FrameReader(self._from_worker)
         self.output = _OutputTail(out_read)
         self.closed = False
@@ -157,6 +177,9 @@ class WorkerProcess:
             self._signal(signal.SIGKILL)
             self.proc.wait()
         self._close_pipes()
+        self.tasks.remove()
+        if self.disk is not None:
+            self.disk.stop()
 
     def stop(self, timeout: float = 1.0) -> None:
         """Ask the worker to exit; kill it if it does not within ``timeout`` seconds."""
@@ -174,7 +197,10 @@ class WorkerProcess:
             code = self.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             code = None
-        return describe_exit(code)
+        text = describe_exit(code)
+        if self.disk is not None and self.disk.reason:
+            text += f" by the host, because {self.disk.reason}"
+        return text
 
     def _signal(self, signum: int, *, group: bool = False) -> None:
         if self.proc.returncode is not None:

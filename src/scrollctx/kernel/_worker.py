@@ -71,6 +71,9 @@ class Worker:
             boot["policy"], boot["scratch"], os.path.dirname(db_path) if db_path else None
         )
         report = apply_sandbox(plan)
+        tasks = boot.get("tasks")
+        if isinstance(tasks, str) and report.get("rlimits", {}).get("state") == "ok":
+            report["rlimits"]["detail"] += f"; {tasks[:200]}"
         if boot["policy"].get("profile") == "strict":
             weak = [name for name, item in report.items() if item["state"] != "ok"]
             if weak:
