@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from view_session import Session, check_invariants, check_provider_messages, text_of
 
 from scrollctx.errors import ContextOverflow, StoreError, UsageError
-from scrollctx.log import EventLog
+from scrollctx.log import EventLog, NewEvent
 from scrollctx.view import INDEX_KIND, WorkingView
+from scrollctx.view._stored import STORED_AT, unpack
 
 OPS = st.one_of(
     st.tuples(st.just("user"), st.integers(1, 60)),
@@ -153,10 +154,13 @@ def test_a_long_scripted_session_stays_bounded_and_restores(view_log: EventLog) 
     )
     _restored_equals(view, view_log)
     latest = view_log.execute(
-        "SELECT metadata FROM conversation_history WHERE kind = ? ORDER BY seq DESC LIMIT 1",
+        "SELECT seq, metadata FROM conversation_history WHERE kind = ? ORDER BY seq DESC LIMIT 1",
         (INDEX_KIND,),
     )
-    assert json.loads(latest[0]["metadata"])["tiers"] == view.index_data()["tiers"]
+    stored = json.loads(latest[0]["metadata"])
+    data, _ = unpack(stored, latest[0]["seq"], lambda seq: view_log.get(seq).metadata)
+    assert data["tiers"] == view.index_data()["tiers"]
+    assert data["view_state"] == view.index_data()["view_state"]
 
 
 def test_user_requests_inside_evicted_spans_stay_visible(view_log: EventLog) -> None:
@@ -464,3 +468,54 @@ def test_rows_without_a_headline_keep_a_persisted_extractive_label(fast_dir: Pat
     assert reply.headline is None and reply.label == "The 2024 budget is 12% higher."
     assert f"seq {user.seq}  user: {user.label}" in text
     assert f"seq {reply.seq}  {reply.label}" in text
+
+
+def test_index_events_store_each_block_once_and_restore_exactly(view_log: EventLog) -> None:
+    # Each index event describes the whole index, but a block an earlier event of the session
+    # already holds is stored as a reference to it: the events stay small, restore is exact.
+    view, _ = _long_session(view_log, 60, budget_tokens=4000, k=3)
+    rows = view_log.execute(
+        "SELECT seq, metadata FROM conversation_history WHERE kind = ? ORDER BY seq", (INDEX_KIND,)
+    )
+    inline = refs = 0
+    for row in rows:
+        for tier in json.loads(row["metadata"])["tiers"]:
+            for block in tier["blocks"]:
+                if STORED_AT in block:
+                    refs += 1
+                else:
+                    inline += 1
+    assert inline <= view.metrics.evictions + view.metrics.rollups < refs
+
+    def load(seq: int) -> dict[str, Any]:
+        return view_log.get(seq).metadata
+
+    whole = [unpack(json.loads(row["metadata"]), row["seq"], load)[0] for row in rows]
+    full = sum(len(json.dumps(data)) for data in whole)
+    stored = sum(len(row["metadata"]) for row in rows)
+    assert stored < full / 2
+    _restored_equals(view, view_log)
+    # A whole index written inline (older versions, an index handed over) restores as well.
+    view_log.append(
+        NewEvent(
+            session_id="long",
+            kind=INDEX_KIND,
+            metadata=view.index.to_data(view.index_data()["view_state"])
+            | {"counters": view.index_data()["counters"]},
+            searchable=False,
+        )
+    )
+    _restored_equals(view, view_log)
+
+
+def test_an_index_reference_that_does_not_resolve_is_an_integrity_error(
+    view_log: EventLog,
+) -> None:
+    from scrollctx.errors import IntegrityError
+
+    view, _ = _long_session(view_log, 30, budget_tokens=4000, k=3)
+    data = view.index_data()
+    data["tiers"][0]["blocks"][0] = {STORED_AT: [1, 0, 0]}  # seq 1 is a user message
+    seq = view_log.append(NewEvent(session_id="long", kind=INDEX_KIND, metadata=data))
+    with pytest.raises(IntegrityError, match=f"eviction index at seq {seq} is malformed"):
+        WorkingView.restore(view_log, "long", budget_tokens=4000)

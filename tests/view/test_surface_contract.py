@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from scrollctx.log import EventLog
+from scrollctx.log import EventLog, NewEvent
 from scrollctx.surface import MemorySurface, open_surface
-from scrollctx.view import WorkingView, simulate
+from scrollctx.view import INDEX_KIND, WorkingView, simulate
+from scrollctx.view._stored import STORED_AT
+
+
+def _latest_stored(log: EventLog, session_id: str) -> dict[str, Any]:
+    rows = log.execute(
+        "SELECT metadata FROM conversation_history WHERE session_id = ? AND kind = ? "
+        "ORDER BY seq DESC LIMIT 1",
+        (session_id, INDEX_KIND),
+    )
+    data: dict[str, Any] = json.loads(rows[0]["metadata"])
+    return data
 
 
 def test_ms_index_and_expand_match_the_view(fast_dir: Path) -> None:
@@ -16,10 +28,38 @@ def test_ms_index_and_expand_match_the_view(fast_dir: Path) -> None:
         simulate(log, steps=30, output_kb=1, budget=4000, k=3)
         view = WorkingView.restore(log, "simulation", budget_tokens=4000)
         data = view.index_data()
+        stored = _latest_stored(log, "simulation")
+    # The latest event stores older blocks by reference; ms.index() resolves them.
+    blocks = [b for tier in stored["tiers"] for b in tier["blocks"]]
+    assert any(STORED_AT in b for b in blocks) and any(STORED_AT not in b for b in blocks)
     with open_surface(path, session_id="simulation") as ms:
         _check(ms, data)
     with open_surface(path, session_id="nobody") as ms:
         assert ms.index() == {"tiers": []}
+
+
+def test_ms_index_leaves_a_reference_it_cannot_resolve_as_stored(fast_dir: Path) -> None:
+    path = fast_dir / "history.db"
+    with EventLog.open(path) as log:
+        simulate(log, steps=30, output_kb=1, budget=4000, k=3)
+        other = _latest_stored(log, "simulation")
+        (row,) = log.execute(
+            "SELECT seq FROM conversation_history WHERE kind = ? ORDER BY seq DESC LIMIT 1",
+            (INDEX_KIND,),
+        )
+        (inline,) = [
+            [row["seq"], tier["tier"], position]
+            for tier in other["tiers"]
+            for position, block in enumerate(tier["blocks"])
+            if STORED_AT not in block
+        ]
+        # Another session's index event may not lend its blocks to this one, and a seq that
+        # holds no index event resolves to nothing.
+        refs = [{STORED_AT: inline}, {STORED_AT: [999_999, 0, 0]}]
+        forged = {**other, "tiers": [{"tier": 0, "blocks": refs}]}
+        log.append(NewEvent(session_id="s2", kind=INDEX_KIND, metadata=forged, searchable=False))
+    with open_surface(path, session_id="s2") as ms:
+        assert ms.index()["tiers"] == forged["tiers"]
 
 
 def _check(ms: MemorySurface, data: dict[str, Any]) -> None:

@@ -39,6 +39,8 @@ _FULL_COLUMNS = """
     c.headline, c.label, c.content, c.tool_call_id, c.tool_input, c.tool_state, c.metadata,
     c.payload_sha256, c.payload_size
 """
+_STORED_AT = "stored_at"
+
 _READ_STATEMENT = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(\w+)", re.DOTALL)
 _READ_KEYWORDS = frozenset({"select", "with", "values", "explain", "pragma"})
 _PUBLIC = (
@@ -270,6 +272,9 @@ class MemorySurface:
     def index(self) -> dict[str, Any]:
         """Return this session's eviction index as data ({"tiers": []} when nothing is evicted).
 
+        The latest ``eviction_index`` event, with blocks stored by reference to an earlier
+        index event of the session put back in place.
+
         Example: for tier in ms.index()["tiers"]: print(tier)
         """
         if self.session_id is None:
@@ -281,7 +286,46 @@ class MemorySurface:
             what="index",
         )
         value = load_json(rows[0]["metadata"]) if rows else None
-        return value if isinstance(value, dict) and value else {"tiers": []}
+        if not isinstance(value, dict) or not value:
+            return {"tiers": []}
+        return self._resolve_blocks(value)
+
+    def _resolve_blocks(self, value: dict[str, Any]) -> dict[str, Any]:
+        # The view stores a block once; later index events name it {"stored_at": [seq, tier,
+        # position]} (see scrollctx.view._stored). Blocks that do not resolve stay as stored.
+        tiers = value.get("tiers")
+        if not isinstance(tiers, list):
+            return value
+        cache: dict[int, Any] = {}
+        resolved = []
+        for tier in tiers:
+            blocks = tier.get("blocks") if isinstance(tier, dict) else None
+            if not isinstance(blocks, list):
+                resolved.append(tier)
+                continue
+            resolved.append({**tier, "blocks": [self._stored_block(b, cache) for b in blocks]})
+        return {**value, "tiers": resolved}
+
+    def _stored_block(self, block: Any, cache: dict[int, Any]) -> Any:
+        where = block.get(_STORED_AT) if isinstance(block, dict) else None
+        if not (isinstance(where, list) and len(where) == 3):
+            return block
+        if not all(isinstance(part, int) and part >= 0 for part in where):
+            return block
+        seq, level, position = where
+        if seq not in cache:
+            rows = self._sql(
+                "SELECT metadata FROM hist.conversation_history WHERE seq = ? AND session_id = ? "
+                "AND kind = 'eviction_index'",
+                (seq, self.session_id),
+                what="index",
+            )
+            cache[seq] = load_json(rows[0]["metadata"]) if rows else None
+        try:
+            found = cache[seq]["tiers"][level]["blocks"][position]
+        except (KeyError, IndexError, TypeError):
+            return block
+        return found if isinstance(found, dict) and _STORED_AT not in found else block
 
     @staticmethod
     def days_between(d1: object, d2: object, inclusive: bool = False) -> int:

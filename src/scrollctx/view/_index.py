@@ -21,7 +21,8 @@ Real user requests inside a span are **anchors**: a tier-0 line of its own
 merged line; once rolled up, carried on the collapsed line: the oldest and the newest request
 of the span (their label, up to ``ANCHOR_CHARS``) and the count of all of them.
 
-Data shape (``to_data()``; the ``eviction_index`` event's metadata and ``ms.index()``)::
+Data shape (``to_data()``; ``ms.index()``; the ``eviction_index`` event's metadata, where a
+block an earlier event already holds is stored as a reference, see :mod:`._stored`)::
 
     {
       "version": 1, "k": 4, "session_id": "s1",

@@ -13,7 +13,9 @@ Algorithm 1 whenever the view exceeds ``rho * budget_tokens``:
 4. **SelectSpan**: the oldest completed groups, whole, until the view fits.
 5. **EvictToIndex** and **RollUp**: the span's lines enter tier 0 of the index; full tiers roll
    up. The new index is written to the log as an ``eviction_index`` event (searchable=False)
-   *before* the view changes; if that write fails, the view is left as it was.
+   *before* the view changes; if that write fails, the view is left as it was. Blocks an
+   earlier index event of the session already holds are stored by reference
+   (:mod:`scrollctx.view._stored`), so each event describes the whole index at a small cost.
 
 Only if the view is still over budget does a second pass fold and evict inside the active
 turn, keeping the request itself live ("pinned"). If even then the view exceeds
@@ -51,13 +53,14 @@ from scrollctx.view._eviction import (
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock
 from scrollctx.view._render import merge_anthropic, to_anthropic, to_openai, user_text
 from scrollctx.view._reports import EvictionReport, RenderedView, ViewMetrics
+from scrollctx.view._stored import Locations, pack, stored_locations, unpack
 from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn_from_event
 from scrollctx.view.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 __all__ = ["DIGEST_HEADER", "INDEX_KIND", "WorkingView"]
 
 INDEX_KIND = "eviction_index"
-"""Event kind of the persisted index (``metadata`` is :meth:`EvictionIndex.to_data`)."""
+"""Event kind of the persisted index (``metadata``: :meth:`EvictionIndex.to_data`, packed)."""
 
 DIGEST_HEADER = (
     "[namespace digest] Variables resident in your kernel (this is state, not a user message):\n"
@@ -134,6 +137,7 @@ class WorkingView:
         self.event_fields = dict(event_fields or {})
         self.index = EvictionIndex(k, session_id)
         self.metrics = ViewMetrics()
+        self._stored: Locations = {}
         self._turns: list[Turn] = []
         self._open_calls: set[str] = set()
         self._turns_raw = 0
@@ -484,6 +488,7 @@ class WorkingView:
         state = self._view_state(remaining, index, extra_folds=plan.folds, extra_pin=plan.pin)
         data = index.to_data(state)
         data["counters"].update(self._counters(plan))
+        packed = pack(data, self._stored)
         span = f"; newest span seq {plan.block.lo}-{plan.block.hi}" if plan.block else ""
         event = NewEvent(
             session_id=self.session_id,
@@ -491,11 +496,13 @@ class WorkingView:
             role="system",
             content=f"eviction index: {index.counters['evictions']} evictions, "
             f"{index.block_count()} blocks{span}",
-            metadata=data,
+            metadata=packed,
             searchable=False,
             **self.event_fields,
         )
-        return self.log.append(event)
+        seq = self.log.append(event)
+        self._stored = stored_locations(packed, seq, self._stored)
+        return seq
 
     def _counters(self, plan: _Plan) -> dict[str, int]:
         return {
@@ -565,10 +572,11 @@ class WorkingView:
                 settings["k"] = int(latest.metadata["k"])
             view = cls(log, session_id, system_prompt, **settings)
             if latest is not None:
-                view.index = EvictionIndex.from_data(latest.metadata)
+                data, view._stored = unpack(latest.metadata, latest.seq, view._index_metadata)
+                view.index = EvictionIndex.from_data(data)
                 view._set_index_text(view.index.render())
-                state = latest.metadata.get("view_state", state)
-                view._restore_metrics(latest.metadata["counters"])
+                state = data.get("view_state", state)
+                view._restore_metrics(data["counters"])
             view._restore_turns(state, after_index=latest.seq if latest else 0)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             where = f"the eviction index at seq {latest.seq}" if latest else "a view event"
@@ -579,6 +587,12 @@ class WorkingView:
                 path=str(log.path),
             ) from exc
         return view
+
+    def _index_metadata(self, seq: int) -> dict[str, Any] | None:
+        event = self.log.get(seq)
+        if event is None or event.session_id != self.session_id or event.kind != INDEX_KIND:
+            return None
+        return event.metadata
 
     def _restore_turns(self, state: dict[str, Any], *, after_index: int) -> None:
         spans = [(b.lo, b.hi) for b in self.index.blocks()]
