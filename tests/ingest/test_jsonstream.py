@@ -103,3 +103,22 @@ def test_probe_tells_shapes_apart(tmp_path: Path) -> None:
     assert probe(tmp_path / "o.json").shape == "object"
     assert probe(tmp_path / "l.jsonl").shape == "jsonl"
     assert probe(tmp_path / "a.json").first == {"a": 1}
+
+
+@pytest.mark.parametrize("shape", ["jsonl", "array"])
+def test_not_utf8_names_the_byte_and_line_far_into_the_file(tmp_path: Path, shape: str) -> None:
+    lines = [
+        json.dumps({"role": "user", "content": f"ligne {i} é" + "x" * 90}) for i in range(3000)
+    ]
+    good = ("\n".join(lines) if shape == "jsonl" else "[\n" + ",\n".join(lines)).encode("utf-8")
+    bad = b'\n{"role": "user", "content": "caf\xe9"}' if shape == "jsonl" else b',\n"caf\xe9"]'
+    path = tmp_path / f"late.{shape}"
+    path.write_bytes(good + bad + b"\n")
+    offset = len(good) + bad.index(b"\xe9")
+    reader = iter_jsonl if shape == "jsonl" else iter_array
+    with pytest.raises(FormatError) as caught:
+        list(reader(path))
+    line = 3001 if shape == "jsonl" else 3002
+    assert f"is not UTF-8 text (invalid continuation byte at byte {offset}, line {line})" in str(
+        caught.value
+    )

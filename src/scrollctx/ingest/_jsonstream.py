@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -273,8 +274,32 @@ def _readline(handle: TextIO, path: Path) -> str:
 
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> FormatError:
+    where = _first_bad_byte(path)
+    at = f"at byte {where[0]}, line {where[1]}" if where else "in a read block"
     return FormatError(
-        f"{path} is not UTF-8 text ({exc.reason} near byte {exc.start} of a read block); "
-        "convert it to UTF-8 first",
+        f"{path} is not UTF-8 text ({exc.reason} {at}); convert it to UTF-8 first",
         path=str(path),
     )
+
+
+def _first_bad_byte(path: Path, block: int = 1 << 16) -> tuple[int, int] | None:
+    """Return (byte offset, 1-based line) of the first byte that is not UTF-8, if any."""
+    # The text layer reports positions inside its own read buffer; find the file position.
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    offset, newlines = 0, 0  # bytes and newlines before ``pending + data``
+    try:
+        with path.open("rb") as raw:
+            while True:
+                data = raw.read(block)
+                pending = decoder.getstate()[0]
+                buffer = pending + data
+                try:
+                    decoder.decode(data, final=not data)
+                except UnicodeDecodeError as exc:
+                    return offset + exc.start, newlines + buffer[: exc.start].count(b"\n") + 1
+                if not data:
+                    return None
+                offset += len(buffer) - len(decoder.getstate()[0])
+                newlines += data.count(b"\n")
+    except OSError:
+        return None
