@@ -8,8 +8,10 @@ filter meeting a foreign architecture at run time kills the process). The filter
   (so no TCP, UDP, netlink, packet or unix-path sockets), ``ptrace`` and ``process_vm_*``,
   ``setrlimit`` and ``prlimit64`` with a new limit, namespaces, mounts, ``bpf``,
   ``perf_event_open``, ``io_uring``, keyrings, kernel modules, device nodes (``mknod``), pidfds,
-  Landlock itself, mode/owner/xattr changes (``chmod``, ``chown``, ``setxattr`` families) and the
-  inode-flag ioctls (``FS_IOC_SETFLAGS``, ``FS_IOC_FSSETXATTR``);
+  Landlock itself, mode/owner/xattr changes (``chmod``, ``chown``, ``setxattr`` families), the
+  inode-flag ioctls (``FS_IOC_SETFLAGS``, ``FS_IOC_FSSETXATTR``), ``memfd_create`` and
+  ``memfd_secret`` (memory outside ``RLIMIT_AS``) and System V / POSIX IPC (objects that outlive
+  the worker in the host's IPC namespace);
 - allows ``kill``/``tgkill``/``rt_(tg)sigqueueinfo`` only towards the worker's own pid;
 - returns ``ENOSYS`` for ``clone3`` so glibc falls back to ``clone`` (whose flags can be checked);
 - returns ``EPERM`` for x32 syscall numbers; allows everything else (file I/O is Landlock's job).
@@ -66,6 +68,14 @@ _DENIED: dict[str, int] = {
     "lchown": 94, "fchownat": 260, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
     "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463,
     "removexattrat": 466,
+    # Memory that RLIMIT_AS does not count, or that outlives the worker: memfds (256 of 256 MiB
+    # each would be 64 GiB), secret memory, and System V / POSIX IPC objects, which stay in the
+    # host's IPC namespace after the worker is gone.
+    "memfd_create": 319, "memfd_secret": 447,
+    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65,
+    "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
+    "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
+    "mq_notify": 244, "mq_getsetattr": 245,
 }  # fmt: skip
 _SELF_ONLY_ARG0 = {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297}
 _CLONE = 56
