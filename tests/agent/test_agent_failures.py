@@ -39,14 +39,19 @@ def _run_end(store: Path, finished: RunFinished) -> dict[str, Any]:
     return end
 
 
-def _assert_failure_record(store: Path, finished: RunFinished, words: str) -> None:
+def _assert_failure_record(
+    store: Path, finished: RunFinished, words: str, failure_type: str
+) -> None:
     assert finished.status == "failed" and finished.answer is None
     assert finished.failure is not None and words in finished.failure
+    assert finished.failure_type == failure_type  # structured: callers never parse the text
     end = _run_end(store, finished)
     assert (end["status"], end["failure"]) == ("failed", finished.failure)
+    assert end["failure_type"] == failure_type
     assert finished.trace_path is not None
     trace = json.loads(finished.trace_path.read_text(encoding="utf-8"))
     assert (trace["status"], trace["failure"]) == ("failed", finished.failure)
+    assert trace["failure_type"] == failure_type
 
 
 def _print_cell(words: int, tag: str) -> tuple[str, dict[str, str]]:
@@ -80,7 +85,7 @@ def test_a_provider_that_stays_down_ends_the_run_with_a_failure_record(
     with Agent(model=scripted_backend, store=beam_store) as agent:
         finished = agent.run("Answer ok.")
 
-    _assert_failure_record(beam_store, finished, "BackendUnavailable")
+    _assert_failure_record(beam_store, finished, "gave up", "BackendUnavailable")
     assert "gave up after 4 attempts" in (finished.failure or "")
 
 
@@ -93,7 +98,7 @@ def test_the_step_limit_ends_the_run_with_a_failure_record(
     with Agent(model=scripted_backend, store=beam_store, max_steps=2) as agent:
         finished = agent.run("Loop forever.")
 
-    _assert_failure_record(beam_store, finished, "step limit reached: 2 steps")
+    _assert_failure_record(beam_store, finished, "step limit reached: 2 steps", "step_limit")
     assert finished.metrics.step_count == 2
 
 
@@ -106,7 +111,7 @@ def test_the_token_budget_ends_the_run_with_a_failure_record(
     with Agent(model=scripted_backend, store=beam_store, max_tokens=25) as agent:
         finished = agent.run("Spend tokens.")
 
-    _assert_failure_record(beam_store, finished, "token budget exhausted: 30 of 25")
+    _assert_failure_record(beam_store, finished, "token budget exhausted: 30 of 25", "token_budget")
     assert len(openai_server.requests) == 2
 
 
@@ -180,7 +185,7 @@ def test_a_second_too_long_rejection_ends_the_run(
     ) as agent:
         finished = agent.run("Print a lot.")
 
-    _assert_failure_record(beam_store, finished, "ContextTooLong")
+    _assert_failure_record(beam_store, finished, "too long", "ContextTooLong")
     assert len(openai_server.requests) == 5
 
 
@@ -235,4 +240,5 @@ def test_ctrl_c_still_leaves_a_failure_record(
         conn.close()
     end = json.loads(metadata)["run_end"]
     assert (end["status"], end["failure"]) == ("failed", "interrupted by the user")
+    assert end["failure_type"] == "interrupted"
     assert Path(end["trace_path"]).is_file()

@@ -302,5 +302,6 @@ def test_a_later_probe_searching_its_task_does_not_find_an_earlier_probe(
 
     (observation,) = _tool_messages(openai_server.requests[2].body)
     in_task, in_store, sprints = json.loads(observation.removeprefix("stdout:\n"))
-    assert (in_task, in_store) == (0, 1)  # the earlier probe is in the store, not in the task
+    # A probe's turns are not evidence: they stay out of search in the task and in the store.
+    assert (in_task, in_store) == (0, 0)
     assert sprints > 0

@@ -62,7 +62,21 @@ def test_carried_index_opens_the_probe_view(tmp_path: Path) -> None:
         prepared = policy.prepare("")
         first = str(prepared.messages[0]["content"])
         assert first.startswith(INDEX_HEADER) and "[Session 1 | 2023-05-01]" in first
-        hidden = scroll_policy(strip_index=True)(log, "probe-2", "system", 8000, {})
-        hidden.add({"role": "user", "content": "q"})
-        assert all(INDEX_HEADER not in str(m["content"]) for m in hidden.prepare("").messages)
-        assert hidden.index_text() == ""
+        # The handover is the probe session's own first index event (restorable after a restart).
+        rows = log.execute(
+            "SELECT seq, session_id FROM conversation_history WHERE kind = 'eviction_index' "
+            "ORDER BY seq"
+        )
+        assert [r["session_id"] for r in rows] == ["bench:ingest", "probe-1"]
+
+
+def test_the_noindex_store_holds_no_index_at_all(tmp_path: Path) -> None:
+    question = longmemeval_questions(FIXTURES / "longmemeval_mini.json", tmp_path, limit=1)[0]
+    base = build_base_store(question.history, tmp_path / "base", with_index=False)
+    assert (base.sessions, base.events, base.index_seq) == (3, 9, None)
+    with EventLog.open(base.db_path) as log:
+        assert carried_index(log) is None
+        assert log.execute("SELECT count(*) AS n FROM conversation_history")[0]["n"] == 9
+        policy = scroll_policy()(log, "probe", "system", 8000, {})
+        policy.add({"role": "user", "content": "q"})
+        assert all(INDEX_HEADER not in str(m["content"]) for m in policy.prepare("").messages)

@@ -9,6 +9,8 @@ is in the response; the summarizer returns a fixed summary.
 from __future__ import annotations
 
 import json
+import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,12 +19,14 @@ import pytest
 from bench_servers import ScriptedModelServer
 from scripted_servers import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
 
-from scrollctx.agent import resolve_model
+from scrollctx.agent import register, resolve_model, unregister
+from scrollctx.agent.backends._openai import OpenAIBackend
+from scrollctx.bench._histories import BaseStore
 from scrollctx.bench._judge import Judge
 from scrollctx.bench._questions import Question, beam_questions, longmemeval_questions
 from scrollctx.bench._results import ResultFile
 from scrollctx.bench._runner import run_questions
-from scrollctx.bench._systems import SYSTEMS, RunSettings, get_system
+from scrollctx.bench._systems import SYSTEMS, Attempt, RunSettings, System, get_system
 from scrollctx.view import INDEX_HEADER
 
 FIXTURES = Path(__file__).resolve().parents[1] / "ingest" / "fixtures"
@@ -118,6 +122,11 @@ def _check_system_shape(name: str, requests: list[dict[str, Any]], record: dict[
     assert tools == expected_tools
     carries_index = name in ("scroll", "scroll-norepl", "lossy-summary")
     assert (INDEX_HEADER[:40] in text) == carries_index
+    # Fair comparison: the prompts and the index name only tools this system has.
+    for missing in {"repl_exec", "recall_history_python", "ms_search", "ms_expand"} - tools:
+        assert missing not in text, (name, missing)
+    assert (re.search(r"`ms`|\bms\.\w", text) is not None) == ("recall_history_python" in tools)
+    assert ("eviction index" in text) == carries_index
     if name in ("scroll", "scroll-noindex"):
         assert observation.startswith("stdout:\n1")  # one row mentions pottery
     if name == "lossy-summary":
@@ -199,3 +208,128 @@ def test_locomo_run_scores_f1_without_a_judge_and_j_with_one(
     run_questions(questions, system, judged, judge=_judge(model_server))
     assert judged.records()[0]["scores"] == {"f1": 1.0, "j": 1.0}
     assert judged.records()[0]["corpus_tokens"] > 10_000  # conv-26 has 19 sessions
+
+
+_INDEX_CHECK = (
+    "print(ms.index()['tiers'] != [], len(ms.sql_query(\"SELECT seq FROM "
+    "hist.conversation_history WHERE kind = 'eviction_index'\")), "
+    "len(ms.search('pottery', kind='conversation')))"
+)
+
+
+def _filling_model(answer: str) -> Callable[[RecordedRequest], ScriptedReply]:
+    """Two cells that print a lot (the window must evict), then the index check, then submit."""
+    cells = ["print('filler ' * 3000)", "print('filler ' * 3000)", _INDEX_CHECK]
+    asked: list[int] = []
+
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        if not request.body.get("tools"):
+            return _judge_or_summarize(str(request.body["messages"][-1]["content"]))
+        asked.append(1)
+        if len(asked) <= len(cells):
+            source = cells[len(asked) - 1]
+            return ScriptedOpenAIServer.tool_calls_reply([("repl_exec", {"source": source})])
+        return ScriptedOpenAIServer.tool_calls_reply([("submit_answer", {"answer": answer})])
+
+    return respond
+
+
+@pytest.mark.parametrize(("system_name", "budget"), [("scroll-noindex", 3000), ("scroll", 4000)])
+def test_the_noindex_ablation_reaches_no_index_through_ms(
+    system_name: str, budget: int, model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    model_server.respond = _filling_model("12 days")
+    settings = RunSettings(
+        model="openai:agent", environ=model_server.environ, max_steps=6, budget_tokens=budget
+    )
+    system = get_system(system_name, settings, tmp_path / "work")
+    results = ResultFile(tmp_path / "results.jsonl")
+    run_questions([_question(tmp_path)], system, results, judge=_judge(model_server))
+    (record,) = results.records()
+    assert record["answer"] == "12 days"
+    last = _agent_requests(model_server)[-1]["messages"]
+    observation = [m["content"] for m in last if m["role"] == "tool"][-1]
+    if system_name == "scroll":  # the contrast: the full system reaches its index through ms
+        assert observation.startswith("stdout:\nTrue ") and observation.endswith(" 1")
+        return
+    # ms.index() is empty, no eviction_index row exists, and search still works ...
+    assert observation == "stdout:\nFalse 0 1"
+    # ... although the window did evict: the first filler result is gone from the last request.
+    assert sum("filler" in str(m["content"]) for m in last if m["role"] == "tool") == 1
+
+
+class _FixedAttempt(System):
+    """A system whose every answer is a given attempt (to test how the runner classifies it)."""
+
+    name = "fixed"
+
+    def __init__(self, attempt: Attempt, work_dir: Path) -> None:
+        super().__init__(RunSettings(model="unused"), work_dir)
+        self.attempt = attempt
+
+    def answer(self, question: Question, base: BaseStore, probe_dir: Path) -> Attempt:
+        return self.attempt
+
+
+def _failed(failure: str, failure_type: str) -> Attempt:
+    return Attempt(None, "failed", failure, failure_type, 5, 1, 1, 0.1, None, "s")
+
+
+def test_the_runner_classifies_a_failure_by_its_type_not_its_text(tmp_path: Path) -> None:
+    question = longmemeval_questions(LME, tmp_path / "data", limit=1)[0]
+    # Neither run reaches the judge: a run without an answer is never sent to it.
+    judge_stub = Judge(resolve_model("openai:judge", environ={"OPENAI_API_KEY": "sk-unused"}))
+    outage = _FixedAttempt(_failed("the server said no", "BackendUnavailable"), tmp_path / "w")
+    run_questions([question], outage, ResultFile(tmp_path / "a.jsonl"), judge=judge_stub)
+    misleading = _FixedAttempt(
+        _failed("RateLimited: words that look like an outage", "step_limit"), tmp_path / "w"
+    )
+    run_questions([question], misleading, ResultFile(tmp_path / "b.jsonl"), judge=judge_stub)
+    judge_stub.backend.close()
+    (down,) = ResultFile(tmp_path / "a.jsonl").records()
+    (gave_up,) = ResultFile(tmp_path / "b.jsonl").records()
+    assert (down["status"], down["failure_type"]) == ("error", "BackendUnavailable")
+    assert (gave_up["status"], gave_up["failure_type"]) == ("scored", "step_limit")
+    assert gave_up["scores"] == {"judge": 0.0}
+
+
+class _CountedBackend(OpenAIBackend):
+    """The OpenAI backend, counting how many are built and closed."""
+
+    name = "counted"
+    made: list[_CountedBackend] = []
+    lock = threading.Lock()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.closed = False
+        with self.lock:
+            self.made.append(self)
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_one_backbone_per_worker_serves_every_question(
+    workers: int, model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    model_server.respond = scripted_model("12 days")
+    questions = longmemeval_questions(LME, tmp_path / "data")
+    assert len(questions) == 3
+    _CountedBackend.made.clear()
+    register("counted", _CountedBackend)
+    try:
+        settings = RunSettings(model="counted:agent", environ=model_server.environ, max_steps=4)
+        system = get_system("lossy-summary", settings, tmp_path / "work")
+        summary = run_questions(
+            questions, system, ResultFile(tmp_path / "r.jsonl"), judge=_judge(model_server),
+            workers=workers,
+        )  # fmt: skip
+    finally:
+        unregister("counted")
+    assert summary.statuses == {"scored": 3}
+    # The summarizer and every agent of a worker share its backbone; the run closes them.
+    assert 1 <= len(_CountedBackend.made) <= workers
+    assert all(backend.closed for backend in _CountedBackend.made)

@@ -20,6 +20,14 @@ Model choice (first that applies): the ``model`` argument (``"openai:NAME"``,
 endpoint configured by ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` or ``[backends.openai]`` in
 ``<store>/config.toml``; Anthropic likewise; the ``local`` model when its extra is installed.
 With none, :class:`~scrollctx.errors.ConfigError` says exactly how to configure one.
+
+Ownership: an agent closes only what it created. A backend built from a spec is closed by
+:meth:`Agent.close`; a :class:`Backend` passed in stays open for its owner (so one loaded model
+can serve many agents, as the evaluation suite does).
+
+Prompts name only the tools the toolset has (see :mod:`scrollctx.agent._prompts`); with
+``shows_index=False`` (a policy that shows no eviction index) they do not mention one. In memory
+mode (:meth:`Agent.ask`) the probe's own turns are kept out of full-text search.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from typing import Any
 from scrollctx.agent._events import AgentEvent, RunFinished
 from scrollctx.agent._loop import AgentLoop, Limits, new_id
 from scrollctx.agent._policy import ContextPolicy, ScrollPolicy
-from scrollctx.agent._prompts import build_system_prompt
+from scrollctx.agent._prompts import build_system_prompt, render_index_header
 from scrollctx.agent._tools import Expose, ToolContext, Toolset, UserTool, scroll_toolset, tool
 from scrollctx.agent.backends import Backend, resolve_model
 from scrollctx.config import Config, resolve_config
@@ -125,6 +133,8 @@ class Agent:
         toolset: builds the model-visible toolset from the user tools (default
             :func:`scroll_toolset`).
         policy: builds each session's :class:`ContextPolicy` (default :class:`ScrollPolicy`).
+        shows_index: whether that policy shows an eviction index, so the prompts teach reading
+            it (default: True for the default policy, False for one passed in).
         sandbox: the kernel's sandbox profile (``strict``, ``best-effort``, ``off``).
         max_steps, max_tokens: when a run gives up (with a failure record).
         budget_tokens: the working view's window ``C`` (default from the backend).
@@ -142,6 +152,7 @@ class Agent:
         tools: Iterable[Callable[..., Any] | UserTool] = (),
         toolset: Callable[[Sequence[UserTool]], Toolset] = scroll_toolset,
         policy: PolicyFactory | None = None,
+        shows_index: bool | None = None,
         sandbox: str = "strict",
         max_steps: int = 30,
         max_tokens: int | None = None,
@@ -156,6 +167,7 @@ class Agent:
     ) -> None:
         env = os.environ if environ is None else environ
         self.config = resolve_config(store, environ=env)
+        self.owns_backend = not isinstance(model, Backend)
         if isinstance(model, Backend):
             self.backend = model
         else:
@@ -169,6 +181,7 @@ class Agent:
         self.options = dict(options or {})
         self._toolset_factory = toolset
         self._policy_factory = policy or _scroll_policy(rho, k)
+        self.shows_index = policy is None if shows_index is None else shows_index
         self._user_tools: list[UserTool] = [
             t if isinstance(t, UserTool) else tool(t) for t in tools
         ]
@@ -242,8 +255,9 @@ class Agent:
         return ChatSession(loop)
 
     def close(self) -> None:
-        """Close the backend and the Event Log."""
-        self.backend.close()
+        """Close the Event Log, and the backend if this agent created it."""
+        if self.owns_backend:
+            self.backend.close()
         self.log.close()
 
     def __enter__(self) -> Agent:
@@ -265,6 +279,7 @@ class Agent:
         reply: bool = False,
     ) -> AgentLoop:
         toolset = self._toolset_factory(tuple(self._user_tools))
+        capabilities = toolset.capabilities(index=self.shows_index)
         prompt = build_system_prompt(
             mode,
             tool_lines=toolset.prompt_lines(),
@@ -272,11 +287,15 @@ class Agent:
             rubric=rubric,
             workspace=str(scratch) if mode == "run" else None,
             task_id=task_id,
+            capabilities=capabilities,
         )
         # Only ``ms`` is bound to the task: a probe's own turns stay outside the conversation's
         # task, so a later probe's scope='task' search finds the conversation (see AgentLoop).
         fields = {"agent_id": self.agent_id}
         policy = self._policy_factory(self.log, session_id, prompt, self.budget_tokens, fields)
+        if isinstance(policy, ScrollPolicy) and policy.index_header is None and not capabilities.ms:
+            # The view's own header points at recall_history_python, which this toolset lacks.
+            policy.index_header = render_index_header(capabilities)
         context = ToolContext(
             self.log,
             session_id=session_id,
@@ -297,6 +316,7 @@ class Agent:
             text_is_reply=reply,
             options=self.options,
             events_in_task=mode != "ask",
+            searchable=mode != "ask",
         )
 
     def _check_task(self, task_id: str) -> None:

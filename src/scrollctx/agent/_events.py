@@ -4,8 +4,10 @@ A run yields :class:`RunStarted`, then per step a :class:`ContextEvicted` (only 
 policy evicted something), one :class:`ModelStep` and one :class:`ToolStep` per action, and
 always ends with exactly one :class:`RunFinished`, whose ``status`` is ``"answered"`` (the model
 called ``submit_answer``), ``"replied"`` (chat: the model answered in plain text) or
-``"failed"`` (with ``failure`` saying why). Every event names the Event Log ``seq`` it was
-written at: the loop appends to the log before it yields.
+``"failed"`` (with ``failure`` saying why, and ``failure_type`` classifying it: the class name
+of the error that ended the run, such as ``RateLimited`` or ``WorkerCrashed``, or one of
+:data:`LOOP_FAILURES` when the loop itself gave up). Every event names the Event Log ``seq`` it
+was written at: the loop appends to the log before it yields.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 from scrollctx.agent.backends import ToolCall, Usage
 
 __all__ = [
+    "LOOP_FAILURES",
     "AgentEvent",
     "ContextEvicted",
     "ModelStep",
@@ -26,6 +29,9 @@ __all__ = [
     "RunStarted",
     "ToolStep",
 ]
+
+LOOP_FAILURES = ("step_limit", "token_budget", "interrupted", "ended_early")
+"""``failure_type`` values of runs the loop ended itself (no error was raised)."""
 
 
 @dataclass(slots=True)
@@ -108,6 +114,7 @@ class RunFinished:
     failure: str | None
     trace_path: Path | None
     metrics: RunMetrics = field(default_factory=RunMetrics)
+    failure_type: str | None = None
 
     @property
     def ok(self) -> bool:

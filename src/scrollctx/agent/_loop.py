@@ -90,6 +90,7 @@ class _Outcome:
     status: str
     answer: str | None = None
     failure: str | None = None
+    failure_type: str | None = None
 
 
 @dataclass(slots=True)
@@ -116,6 +117,9 @@ class AgentLoop:
     ``events_in_task``: tag the loop's own ``system`` events with the context's ``task_id``
     (off for memory probes, whose task is the imported conversation they ask about: a later
     probe's ``ms.search(scope='task')`` must find the conversation, not an earlier probe).
+    ``searchable=False`` keeps every turn of the session out of full-text search (memory
+    probes: the question and the probe's own reasoning are not evidence, so a search with no
+    scope or kind must not find them; they stay readable by seq, ``expand`` and SQL).
     """
 
     def __init__(
@@ -130,6 +134,7 @@ class AgentLoop:
         text_is_reply: bool = False,
         options: Mapping[str, Any] | None = None,
         events_in_task: bool = True,
+        searchable: bool = True,
     ) -> None:
         self.backend, self.policy, self.toolset, self.context = backend, policy, toolset, context
         self.limits = limits or Limits()
@@ -137,6 +142,7 @@ class AgentLoop:
         self.text_is_reply = text_is_reply
         self.options = dict(options or {})
         self.events_in_task = events_in_task
+        self.searchable = searchable
         self.log = context.log
 
     @property
@@ -171,11 +177,14 @@ class AgentLoop:
             self.policy.add({"role": "user", "content": task}, fields=self._fields(run, 0))
             outcome = yield from self._steps(run)
         except _FAILURES as exc:
-            outcome = _Outcome("failed", failure=f"{type(exc).__name__}: {redact(str(exc))}")
+            name = type(exc).__name__
+            outcome = _Outcome("failed", failure=f"{name}: {redact(str(exc))}", failure_type=name)
         except KeyboardInterrupt:
-            self._finish(run, _Outcome("failed", failure="interrupted by the user"))
+            interrupted = "interrupted by the user"
+            self._finish(run, _Outcome("failed", failure=interrupted, failure_type="interrupted"))
             raise
-        yield self._finish(run, outcome or _Outcome("failed", failure="the run ended early"))
+        ended = _Outcome("failed", failure="the run ended early", failure_type="ended_early")
+        yield self._finish(run, outcome or ended)
 
     # -- steps -----------------------------------------------------------------------------
 
@@ -188,6 +197,7 @@ class AgentLoop:
                     "failed",
                     failure=f"token budget exhausted: {spent} of {limits.max_tokens} tokens used "
                     f"after {step} steps without submit_answer",
+                    failure_type="token_budget",
                 )
             outcome = yield from self._step(run, step)
             if outcome is not None:
@@ -195,6 +205,7 @@ class AgentLoop:
         return _Outcome(
             "failed",
             failure=f"step limit reached: {limits.max_steps} steps without submit_answer",
+            failure_type="step_limit",
         )
 
     def _step(self, run: _Run, step: int) -> _Steps:
@@ -330,7 +341,10 @@ class AgentLoop:
     # -- bookkeeping -----------------------------------------------------------------------
 
     def _fields(self, run: _Run, step: int, **extra: Any) -> dict[str, Any]:
-        return {"run_id": run.run_id, "step_index": step, **extra}
+        fields = {"run_id": run.run_id, "step_index": step, **extra}
+        if not self.searchable:
+            fields["searchable"] = False
+        return fields
 
     def _count(self, run: _Run, prepared: PreparedContext, completion: Completion) -> None:
         metrics = run.metrics
@@ -370,6 +384,7 @@ class AgentLoop:
             answer=outcome.answer,
             failure=outcome.failure,
             metrics=run.metrics,
+            failure_type=outcome.failure_type,
         )
         path = run.trace.write(self.trace_dir, document) if self.trace_dir else None
         summary = outcome.answer if outcome.failure is None else outcome.failure
@@ -380,12 +395,13 @@ class AgentLoop:
             status=outcome.status,
             answer=outcome.answer,
             failure=outcome.failure,
+            failure_type=outcome.failure_type,
             trace_path=str(path) if path else None,
             metrics=run.metrics.to_dict(),
         )
         return RunFinished(
             seq, run.run_id, self.context.session_id, outcome.status, outcome.answer,
-            outcome.failure, path, run.metrics,
+            outcome.failure, path, run.metrics, outcome.failure_type,
         )  # fmt: skip
 
 

@@ -16,7 +16,11 @@ policies and the loop stays as it is. A policy must:
 - ``index_text()``: the eviction index as the model sees it ("" when the policy has none).
 
 :class:`ScrollPolicy` is the default: Scroll's :class:`~scrollctx.view.WorkingView` with
-eviction into the tiered headline index, restorable from the log after a restart.
+eviction into the tiered headline index, restorable from the log after a restart. A new session
+may start from a given index (``ScrollPolicy.open(..., initial_index=...)``: the paper's
+protocol carries the ingestion index into each probe); the policy persists it as the session's
+first ``eviction_index`` event, so a restart restores it like any other. ``index_header``
+replaces the view's index header with one that names only the tools the model has.
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from scrollctx.agent.backends import Message
-from scrollctx.log import EventLog
-from scrollctx.view import WorkingView, split_message
+from scrollctx.errors import UsageError
+from scrollctx.log import EventLog, NewEvent
+from scrollctx.view import INDEX_HEADER, INDEX_KIND, EvictionIndex, WorkingView, split_message
 
 __all__ = ["ContextPolicy", "PreparedContext", "ScrollPolicy", "persist_message"]
 
@@ -96,8 +101,9 @@ def persist_message(
 class ScrollPolicy:
     """The default policy: a :class:`WorkingView` (Algorithm 1, tiered headline index)."""
 
-    def __init__(self, view: WorkingView) -> None:
+    def __init__(self, view: WorkingView, *, index_header: str | None = None) -> None:
         self.view = view
+        self.index_header = index_header
 
     @classmethod
     def open(
@@ -110,8 +116,19 @@ class ScrollPolicy:
         rho: float = 0.8,
         k: int = 4,
         event_fields: Mapping[str, Any] | None = None,
+        initial_index: EvictionIndex | Mapping[str, Any] | None = None,
+        index_header: str | None = None,
     ) -> ScrollPolicy:
-        """Open the session's view, restoring it from the log when the session has turns."""
+        """Open the session's view, restoring it from the log when the session has turns.
+
+        ``initial_index`` (an index or its ``to_data`` form) seeds a session that has no
+        events yet; a session that already has events keeps its own state and ignores it.
+
+        Raises:
+            UsageError: ``initial_index`` is not an eviction index.
+        """
+        if initial_index is not None and not _has_events(log, session_id):
+            _hand_over(log, session_id, initial_index, event_fields or {})
         view = WorkingView.restore(
             log,
             session_id,
@@ -121,7 +138,7 @@ class ScrollPolicy:
             k=k,
             event_fields=dict(event_fields or {}),
         )
-        return cls(view)
+        return cls(view, index_header=index_header)
 
     def add(
         self,
@@ -165,7 +182,7 @@ class ScrollPolicy:
             messages = messages[1:]
         return PreparedContext(
             system=view.system_prompt,
-            messages=[_as_message(m) for m in messages],
+            messages=[self._headed(_as_message(m)) for m in messages],
             tokens=rendered.tokens,
             tokens_before=report.tokens_before,
             evicted_turns=report.evicted_turns,
@@ -178,8 +195,65 @@ class ScrollPolicy:
             self.view.observe_usage(prompt_tokens)
 
     def index_text(self) -> str:
-        """The view's eviction index message."""
-        return self.view.index_text()
+        """The view's eviction index message (with :attr:`index_header` when set)."""
+        return self._header_swapped(self.view.index_text())
+
+    def _headed(self, message: Message) -> Message:
+        content = message.get("content")
+        if self.index_header is None or not isinstance(content, str):
+            return message
+        swapped = self._header_swapped(content)
+        return message if swapped is content else {**message, "content": swapped}
+
+    def _header_swapped(self, text: str) -> str:
+        if self.index_header is None or not text.startswith(INDEX_HEADER):
+            return text
+        return self.index_header + text[len(INDEX_HEADER) :]
+
+
+def _has_events(log: EventLog, session_id: str) -> bool:
+    rows = log.execute(
+        "SELECT 1 FROM conversation_history WHERE session_id = ? LIMIT 1", (session_id,)
+    )
+    return bool(rows)
+
+
+def _hand_over(
+    log: EventLog,
+    session_id: str,
+    index: EvictionIndex | Mapping[str, Any],
+    fields: Mapping[str, Any],
+) -> int:
+    """Persist ``index`` as the new session's first eviction index event; return its seq."""
+    if isinstance(index, EvictionIndex):
+        data = index.to_data({"live_from": log.last_seq() + 1, "pinned": [], "folded": []})
+    else:
+        data = dict(index)
+        try:
+            EvictionIndex.from_data(data)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise UsageError(
+                f"initial_index is not an eviction index ({type(exc).__name__}: {exc}); pass "
+                "an EvictionIndex or its to_data() form"
+            ) from exc
+        data.setdefault("view_state", {"live_from": log.last_seq() + 1, "pinned": [], "folded": []})
+    data["session_id"] = session_id
+    return log.append(
+        NewEvent(
+            session_id=session_id,
+            kind=INDEX_KIND,
+            role="system",
+            content=f"eviction index carried over: {_block_count(data)} blocks",
+            metadata=data,
+            searchable=False,
+            agent_id=fields.get("agent_id"),
+            task_id=fields.get("task_id"),
+        )
+    )
+
+
+def _block_count(data: Mapping[str, Any]) -> int:
+    return sum(len(tier.get("blocks", [])) for tier in data.get("tiers", []))
 
 
 def _as_message(rendered: dict[str, Any]) -> Message:

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from scrollctx.agent._prompts import describe_function, tool_description
+from scrollctx.agent._prompts import Capabilities, describe_function, tool_description
 from scrollctx.agent.backends import ToolSpec
 from scrollctx.errors import QueryError, UsageError
 from scrollctx.kernel import CellResult, Kernel, describe_tool, render_digest, render_observation
@@ -204,6 +204,11 @@ class Toolset:
     def function_lines(self) -> list[str]:
         """One line per kernel function for the system prompt."""
         return [describe_function(f.func, f.name) for f in self.kernel_functions]
+
+    def capabilities(self, *, index: bool = True) -> Capabilities:
+        """What the prompts may tell the model about (``index``: the policy shows one)."""
+        kernel = any(t.runs_code for t in self.tools)
+        return Capabilities.of((t.name for t in self.tools), kernel=kernel, index=index)
 
 
 class ToolContext:

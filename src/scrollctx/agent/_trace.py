@@ -77,7 +77,13 @@ class TraceRecorder:
             self._pending = None
 
     def to_dict(
-        self, *, status: str, answer: str | None, failure: str | None, metrics: RunMetrics
+        self,
+        *,
+        status: str,
+        answer: str | None,
+        failure: str | None,
+        metrics: RunMetrics,
+        failure_type: str | None = None,
     ) -> dict[str, Any]:
         """Return the trace document."""
         self._flush()
@@ -90,6 +96,7 @@ class TraceRecorder:
             "status": status,
             "answer": answer,
             "failure": failure,
+            "failure_type": failure_type,
             "metrics": metrics.to_dict(),
             "steps": self.steps,
         }

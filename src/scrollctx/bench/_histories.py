@@ -10,7 +10,8 @@ Protocol:
   what is carried forward is Scroll's state only: the Event Log and an eviction index to which
   each finished session adds one block (lines naming the exact ``seq`` spans of its turns; the
   index rolls up as a working view's does). The index is stored in the log as an
-  ``eviction_index`` event of session :data:`INGEST_SESSION`.
+  ``eviction_index`` event of session :data:`INGEST_SESSION` (``with_index=False`` leaves it
+  out: the "Scroll w/o index" ablation).
 - Every probe question runs in its own copy of the base store (:func:`copy_store`), so probes
   never see each other's turns, and may run in parallel.
 
@@ -96,6 +97,7 @@ def build_base_store(
     *,
     transform: SessionTransform | None = None,
     k: int = 4,
+    with_index: bool = True,
 ) -> BaseStore:
     """Build (or reuse) the base store of ``history`` in ``store_dir`` (see the module doc)."""
     marker = store_dir / _MARKER
@@ -117,7 +119,8 @@ def build_base_store(
             counts["events"] += len(stored)
             counts["corpus"] += sum(estimate_tokens(log.full_text(e)) for e in stored)
             index.add(_session_block(stored), len(stored))
-        index_seq = _write_index(log, index, history.key) if sessions else None
+        wanted = sessions and with_index
+        index_seq = _write_index(log, index, history.key) if wanted else None
     base = BaseStore(
         history.key,
         store_dir,

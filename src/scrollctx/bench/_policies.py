@@ -1,15 +1,14 @@
 """Context policies for the evaluation's systems, built on the agent's ``ContextPolicy`` seam.
 
 - :func:`scroll_policy`: Scroll's working view (the agent's ``ScrollPolicy``) opened on a probe
-  session that starts with the eviction index carried from ingestion (paper §3.3). The index is
-  handed over the way the view itself persists one: an ``eviction_index`` event of the probe
-  session, which ``WorkingView.restore`` reads. With ``strip_index`` the index never reaches
-  the model (the "Scroll w/o index" ablation: keyword search only).
+  session that starts with the eviction index carried from ingestion (paper §3.3), handed over
+  through ``ScrollPolicy.open(..., initial_index=...)``.
 - :class:`WindowPolicy`: no Scroll: every turn of the session is sent, and when the window is
   exceeded the oldest exchanges are dropped (a tool call leaves with its results); if the
   first message alone is too long, its text is cut from the front, so the most recent part of
   a long history stays. Used by the summarization, retrieval, CodeAct and long-context
-  baselines.
+  baselines, and by the "Scroll w/o index" ablation (keyword search only: evicted turns leave
+  the context with no index in the view, in ``ms.index()`` or anywhere in the probe's store).
 
 Invariants: every message is appended to the Event Log before it is kept; the first message
 (the task) is never dropped, only cut; a tool call is never sent without its results.
@@ -29,88 +28,34 @@ from scrollctx.agent import (
     persist_message,
 )
 from scrollctx.bench._histories import carried_index
-from scrollctx.log import EventLog, NewEvent
-from scrollctx.view import INDEX_HEADER, INDEX_KIND, estimate_tokens
+from scrollctx.log import EventLog
+from scrollctx.view import estimate_tokens
 
-__all__ = ["NoIndexPolicy", "WindowPolicy", "scroll_policy", "window_policy"]
+__all__ = ["WindowPolicy", "scroll_policy", "window_policy"]
 
 _OVERHEAD = 4
 _SHRINK = 0.7
 _CUT_NOTE = "[the beginning of this message was cut to fit the context window]\n"
 
 
-def _carry_index(log: EventLog, session_id: str, fields: Mapping[str, Any]) -> None:
-    data = carried_index(log)
-    if data is None:
-        return
-    data = {**data, "session_id": session_id}
-    log.append(
-        NewEvent(
-            session_id=session_id,
-            kind=INDEX_KIND,
-            role="system",
-            content="eviction index carried from ingestion",
-            metadata=data,
-            searchable=False,
-            agent_id=fields.get("agent_id"),
-            task_id=fields.get("task_id"),
-        )
-    )
-
-
-def scroll_policy(*, rho: float = 0.8, k: int = 4, strip_index: bool = False) -> PolicyFactory:
+def scroll_policy(*, rho: float = 0.8, k: int = 4) -> PolicyFactory:
     """A factory for Scroll's policy on a probe session with the ingestion index carried."""
 
     def factory(
         log: EventLog, session_id: str, prompt: str, budget: int, fields: dict[str, Any]
     ) -> ContextPolicy:
-        if not strip_index:
-            _carry_index(log, session_id, fields)
-        policy = ScrollPolicy.open(
-            log, session_id, prompt, budget_tokens=budget, rho=rho, k=k, event_fields=fields
+        return ScrollPolicy.open(
+            log,
+            session_id,
+            prompt,
+            budget_tokens=budget,
+            rho=rho,
+            k=k,
+            event_fields=fields,
+            initial_index=carried_index(log),
         )
-        return NoIndexPolicy(policy) if strip_index else policy
 
     return factory
-
-
-class NoIndexPolicy:
-    """Scroll's view with the eviction index withheld from the model."""
-
-    def __init__(self, inner: ScrollPolicy) -> None:
-        self.inner = inner
-
-    def add(
-        self, message: Message, *, synthetic: bool = False, fields: Mapping[str, Any] | None = None
-    ) -> list[int]:
-        """Log and keep the message (the view does both)."""
-        return self.inner.add(message, synthetic=synthetic, fields=fields)
-
-    def prepare(self, digest: str, *, shrink: bool = False) -> PreparedContext:
-        """The view's context without the index message."""
-        prepared = self.inner.prepare(digest, shrink=shrink)
-        kept = [
-            m for m in prepared.messages if not str(m.get("content") or "").startswith(INDEX_HEADER)
-        ]
-        removed = sum(
-            estimate_tokens(str(m.get("content") or "")) for m in prepared.messages
-        ) - sum(estimate_tokens(str(m.get("content") or "")) for m in kept)
-        return PreparedContext(
-            system=prepared.system,
-            messages=kept,
-            tokens=max(0, prepared.tokens - removed),
-            tokens_before=prepared.tokens_before,
-            evicted_turns=prepared.evicted_turns,
-            index_seq=prepared.index_seq,
-        )
-
-    def observe_usage(self, prompt_tokens: int) -> None:
-        """Pass the provider's count to the view."""
-        self.inner.observe_usage(prompt_tokens)
-
-    def index_text(self) -> str:
-        """No index is shown."""
-        return ""
 
 
 def window_policy() -> PolicyFactory:

@@ -4,17 +4,19 @@
 :mod:`scrollctx.bench._results`), prepares each history's base store once (the first worker to
 need it builds it; the others wait for it), answers each question in its own probe folder,
 scores the answer and appends one record. Workers are threads (``workers`` at most); each
-question gets its own agent, kernel process, probe store and backend connection.
+question gets its own agent, kernel process and probe store; the backbone is loaded once per
+worker and shared by its questions (released when the run ends).
 
 Record fields: ``benchmark, size, system, model, judge_model, qid, history, category,
-question, reference, answer, run_status, failure, status, error, scores, judges, malformed,
-tokens_in, tokens_out, turns, wall_time_s, corpus_tokens, corpus_share, ingest_tokens_in,
-ingest_tokens_out, trace, finished_at``. ``status`` is ``scored``, ``unscored`` (a judge
-reply could not be read) or ``error`` (the model or judge could not be reached, or the run
-could not start; the question runs again on the next invocation). ``corpus_share`` is the
-task's input tokens divided by the tokens of the history it was asked over (the paper's "share
-of the corpus" in §4.4). A run that ended without an answer (step limit, context overflow) is
-``scored`` with its failure recorded and every score 0.
+question, reference, answer, run_status, failure, failure_type, status, error, scores, judges,
+malformed, tokens_in, tokens_out, turns, wall_time_s, corpus_tokens, corpus_share,
+ingest_tokens_in, ingest_tokens_out, trace, finished_at``. ``status`` is ``scored``,
+``unscored`` (a judge reply could not be read) or ``error`` (the model or judge could not be
+reached, or the run could not start; the question runs again on the next invocation).
+``corpus_share`` is the task's input tokens divided by the tokens of the history it was asked
+over (the paper's "share of the corpus" in §4.4). A run that ended without an answer (step
+limit, context overflow) is ``scored`` with its failure recorded and every score 0; one that
+ended on a provider or sandbox error (by its ``failure_type``) is an ``error``.
 """
 
 from __future__ import annotations
@@ -33,20 +35,31 @@ from scrollctx.bench._questions import Question
 from scrollctx.bench._results import ResultFile
 from scrollctx.bench._scoring import PRIMARY, Scored, score_answer
 from scrollctx.bench._systems import Attempt, System
-from scrollctx.errors import ScrollError, UsageError
+from scrollctx.errors import (
+    BackendError,
+    BackendUnavailable,
+    MissingCredentials,
+    RateLimited,
+    SandboxUnavailable,
+    ScrollError,
+    UsageError,
+)
 
 __all__ = ["RunSummary", "run_questions"]
 
 Progress = Callable[[dict[str, Any]], None]
 
-_INFRASTRUCTURE = (
-    "BackendUnavailable",
-    "RateLimited",
-    "MissingCredentials",
-    "BackendError",
-    "SandboxUnavailable",
+_INFRASTRUCTURE = frozenset(
+    cls.__name__
+    for cls in (
+        BackendUnavailable,
+        RateLimited,
+        MissingCredentials,
+        BackendError,
+        SandboxUnavailable,
+    )
 )
-"""Failure types (as the loop names them) that say the run never really happened."""
+"""``failure_type`` values (the error classes the loop names) that say the run never happened."""
 
 
 @dataclass(slots=True)
@@ -107,7 +120,9 @@ def run_questions(
         # are recorded, so a rerun resumes exactly after them.
         pool.shutdown(wait=True, cancel_futures=True)
         raise
-    pool.shutdown(wait=True)
+    finally:
+        pool.shutdown(wait=True)
+        system.release_backends()
     summary.seconds = time.perf_counter() - started
     return summary
 
@@ -165,10 +180,10 @@ class _Context:
             "answer": attempt.answer,
             "run_status": attempt.run_status,
             "failure": attempt.failure,
+            "failure_type": attempt.failure_type,
         }
-        failure = attempt.failure or ""
-        if attempt.answer is None and failure.startswith(_INFRASTRUCTURE):
-            return {**outcome, "status": "error", "error": failure}
+        if attempt.answer is None and attempt.failure_type in _INFRASTRUCTURE:
+            return {**outcome, "status": "error", "error": attempt.failure}
         if attempt.answer is None:
             zero = {PRIMARY[question.benchmark]: 0.0}
             return {**outcome, **Scored(zero).to_dict(), "status": "scored"}

@@ -9,7 +9,8 @@ scroll         the full system: history in the Event Log, the eviction index car
                ingestion, ``repl_exec`` + ``recall_history_python`` (``ms``) + ``submit_answer``
 scroll-norepl  ablation: ``ms.search`` / ``ms.expand`` / ``ms.sql_query`` as ordinary JSON tool
                calls, no persistent kernel
-scroll-noindex ablation: the eviction index removed, keyword search only
+scroll-noindex ablation: the eviction index removed, keyword search only: the store holds no
+               ingestion index and the probe's context drops evicted turns without one
 lossy-summary  ablation: each session summarized at ingestion, the summaries replace the
                originals in the Event Log; then as ``scroll``
 summary        baseline: a running summary compacted at every session boundary (and per chunk
@@ -21,6 +22,13 @@ codeact        baseline: a CodeAct agent without Scroll: the history is a JSONL 
 longcontext    baseline: the whole history in the prompt, truncated from the oldest side to the
                window; the model answers with ``submit_answer``
 ============== ================================================================================
+
+Every system's prompts name only the tools it has, and mention an eviction index only when its
+policy shows one (the agent renders them from the toolset).
+
+Backends: a system loads its backbone once per worker thread (:meth:`System.backend`) and
+shares it across the questions that thread answers; agents do not close a backend they were
+given. :meth:`System.release_backends` closes them when the run's workers are done.
 
 Invariants: a probe's store is a copy (or a fresh empty store) used by that probe alone; a run
 that fails is reported with its failure, never as an answer.
@@ -39,6 +47,7 @@ from typing import Any
 
 from scrollctx.agent import (
     Agent,
+    Backend,
     RunFinished,
     Toolset,
     json_memory_toolset,
@@ -49,6 +58,7 @@ from scrollctx.bench._histories import BaseStore, build_base_store, copy_store, 
 from scrollctx.bench._policies import scroll_policy, window_policy
 from scrollctx.bench._questions import History, Question
 from scrollctx.bench._summaries import Summarizer, lossy_transform, session_text
+from scrollctx.config import Config
 from scrollctx.errors import UsageError
 from scrollctx.view import estimate_tokens
 
@@ -78,6 +88,7 @@ class RunSettings:
 
     model: str
     environ: Mapping[str, str] | None = None
+    config: Config | None = None
     max_steps: int = 30
     budget_tokens: int | None = None
     sandbox: str = "strict"
@@ -93,6 +104,7 @@ class Attempt:
     answer: str | None
     run_status: str
     failure: str | None
+    failure_type: str | None
     tokens_in: int
     tokens_out: int
     turns: int
@@ -136,6 +148,31 @@ class System:
         self.work_dir = work_dir
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._local = threading.local()
+        self._backends: list[Backend] = []
+
+    # -- the backbone --------------------------------------------------------------------
+
+    def backend(self) -> Backend:
+        """This worker thread's backbone, loaded on first use and shared by its questions."""
+        backend: Backend | None = getattr(self._local, "backend", None)
+        if backend is None:
+            settings = self.settings
+            backend = resolve_model(
+                settings.model, config=settings.config, environ=settings.environ
+            )
+            self._local.backend = backend
+            with self._guard:
+                self._backends.append(backend)
+        return backend
+
+    def release_backends(self) -> None:
+        """Close every backend this system loaded (call when its workers are done)."""
+        with self._guard:
+            backends, self._backends = self._backends, []
+            self._local = threading.local()
+        for backend in backends:
+            backend.close()
 
     # -- per history ---------------------------------------------------------------------
 
@@ -164,7 +201,7 @@ class System:
     def _agent(self, store: Path, probe_dir: Path, **extra: Any) -> Agent:
         settings = self.settings
         return Agent(
-            settings.model,
+            self.backend(),
             store=store,
             environ=settings.environ,
             max_steps=settings.max_steps,
@@ -179,7 +216,7 @@ class System:
         )
 
     def _agent_parts(self) -> dict[str, Any]:
-        return {"policy": scroll_policy()}
+        return {"policy": scroll_policy(), "shows_index": True}
 
     def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
         return agent.ask(
@@ -193,6 +230,7 @@ def _attempt(finished: RunFinished) -> Attempt:
         answer=finished.answer,
         run_status=finished.status,
         failure=finished.failure,
+        failure_type=finished.failure_type,
         tokens_in=metrics.tokens_in,
         tokens_out=metrics.tokens_out,
         turns=metrics.step_count,
@@ -226,16 +264,25 @@ class NoReplSystem(System):
     name = "scroll-norepl"
 
     def _agent_parts(self) -> dict[str, Any]:
-        return {"policy": scroll_policy(), "toolset": json_memory_toolset}
+        return {"policy": scroll_policy(), "shows_index": True, "toolset": json_memory_toolset}
 
 
 class NoIndexSystem(System):
-    """Scroll without the eviction index."""
+    """Scroll without the eviction index: the Event Log, ``ms`` and the REPL, no index at all.
+
+    Its base store is built without the ingestion index, and its probe context drops evicted
+    turns without writing one, so neither the view, ``ms.index()``, ``ms.session()`` nor SQL
+    can reach an index.
+    """
 
     name = "scroll-noindex"
 
+    def _build(self, history: History) -> BaseStore:
+        folder = self.work_dir / "stores" / "raw-noindex" / _slug(history.key)
+        return build_base_store(history, folder, with_index=False)
+
     def _agent_parts(self) -> dict[str, Any]:
-        return {"policy": scroll_policy(strip_index=True)}
+        return {"policy": window_policy(), "shows_index": False}
 
 
 class LossySummarySystem(System):
@@ -245,18 +292,10 @@ class LossySummarySystem(System):
 
     def _build(self, history: History) -> BaseStore:
         folder = self.work_dir / "stores" / f"lossy-{_slug(self.settings.model)}"
-        summarizer = _summarizer(self.settings)
-        try:
-            return build_base_store(
-                history, folder / _slug(history.key), transform=lossy_transform(summarizer)
-            )
-        finally:
-            summarizer.backend.close()
-
-
-def _summarizer(settings: RunSettings) -> Summarizer:
-    backend = resolve_model(settings.model, environ=settings.environ)
-    return Summarizer(backend, words=settings.summary_words)
+        summarizer = Summarizer(self.backend(), words=self.settings.summary_words)
+        return build_base_store(
+            history, folder / _slug(history.key), transform=lossy_transform(summarizer)
+        )
 
 
 class RetrievalSystem(System):
@@ -266,7 +305,7 @@ class RetrievalSystem(System):
 
     def _agent_parts(self) -> dict[str, Any]:
         tools = _only(json_memory_toolset(), "ms_search", "submit_answer")
-        return {"policy": window_policy(), "toolset": _fixed_toolset(tools)}
+        return {"policy": window_policy(), "shows_index": False, "toolset": _fixed_toolset(tools)}
 
     def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
         task = f"{task_text(question)}\n\n{_ANSWER_FORMAT}"
@@ -304,19 +343,16 @@ class SummarySystem(System):
         return folder / f"{_slug(history.key)}.json"
 
     def _compact(self, history: History) -> tuple[str, int, int]:
-        summarizer = _summarizer(self.settings)
+        summarizer = Summarizer(self.backend(), words=self.settings.summary_words)
         summary, tokens_in, tokens_out = "", 0, 0
-        try:
-            for events in read_sessions(history):
-                summary, used_in, used_out = summarizer.update(summary, session_text(events))
-                tokens_in, tokens_out = tokens_in + used_in, tokens_out + used_out
-        finally:
-            summarizer.backend.close()
+        for events in read_sessions(history):
+            summary, used_in, used_out = summarizer.update(summary, session_text(events))
+            tokens_in, tokens_out = tokens_in + used_in, tokens_out + used_out
         return summary, tokens_in, tokens_out
 
     def _agent_parts(self) -> dict[str, Any]:
         tools = _only(scroll_toolset(), "submit_answer")
-        return {"policy": window_policy(), "toolset": _fixed_toolset(tools)}
+        return {"policy": window_policy(), "shows_index": False, "toolset": _fixed_toolset(tools)}
 
     def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
         summary = json.loads(self._summary_path(question.history).read_text(encoding="utf-8"))
@@ -336,7 +372,7 @@ class LongContextSystem(System):
 
     def _agent_parts(self) -> dict[str, Any]:
         tools = _only(scroll_toolset(), "submit_answer")
-        return {"policy": window_policy(), "toolset": _fixed_toolset(tools)}
+        return {"policy": window_policy(), "shows_index": False, "toolset": _fixed_toolset(tools)}
 
     def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
         ask = f"Question: {task_text(question)}\n\n{_ANSWER_FORMAT}"
@@ -382,7 +418,7 @@ class CodeActSystem(System):
 
     def _agent_parts(self) -> dict[str, Any]:
         tools = _only(scroll_toolset(), "repl_exec", "submit_answer")
-        return {"policy": window_policy(), "toolset": _fixed_toolset(tools)}
+        return {"policy": window_policy(), "shows_index": False, "toolset": _fixed_toolset(tools)}
 
 
 def _write_history_file(history: History, path: Path) -> None:

@@ -178,7 +178,11 @@ def run(
             beam_integer_cast=beam_integer_cast,
         )
     settings = RunSettings(
-        model=spec, max_steps=max_steps, budget_tokens=budget_tokens, sandbox=sandbox
+        model=spec,
+        config=config,
+        max_steps=max_steps,
+        budget_tokens=budget_tokens,
+        sandbox=sandbox,
     )
     results = ResultFile(out_path)
     progress = _progress if sys.stderr.isatty() else None

@@ -1,0 +1,238 @@
+"""Prompts name only the tools a run has; the policy's index seam; who closes a backend; what a
+memory probe leaves searchable. Real Event Log files, real HTTP to the scripted server."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from scripted_servers import ScriptedOpenAIServer
+
+from scrollctx.agent import (
+    Agent,
+    Backend,
+    ScrollPolicy,
+    Toolset,
+    build_system_prompt,
+    json_memory_toolset,
+    scroll_toolset,
+)
+from scrollctx.agent._prompts import render_index_header
+from scrollctx.errors import UsageError
+from scrollctx.log import EventLog, NewEvent
+from scrollctx.view import INDEX_HEADER, INDEX_KIND, EvictionIndex, IndexBlock, IndexLine
+
+TASK = "beam/100K/1"
+_TOOL_NAMES = ("repl_exec", "recall_history_python", "ms_search", "ms_expand", "ms_sql_query")
+
+
+def _only(toolset: Toolset, *names: str) -> Toolset:
+    return Toolset(tuple(t for t in toolset.tools if t.name in names))
+
+
+TOOLSETS = {
+    "scroll": scroll_toolset(),
+    "norepl": json_memory_toolset(),
+    "retrieval": _only(json_memory_toolset(), "ms_search", "submit_answer"),
+    "codeact": _only(scroll_toolset(), "repl_exec", "submit_answer"),
+    "answer-only": _only(scroll_toolset(), "submit_answer"),
+}
+
+
+def _prompt(toolset: Toolset, mode: str, *, index: bool, rubric: str | None = None) -> str:
+    return build_system_prompt(
+        mode,
+        tool_lines=toolset.prompt_lines(),
+        rubric=rubric,
+        task_id=TASK if mode == "ask" else None,
+        capabilities=toolset.capabilities(index=index),
+    )
+
+
+@pytest.mark.parametrize("name", TOOLSETS)
+@pytest.mark.parametrize("mode", ["ask", "run", "chat"])
+@pytest.mark.parametrize("index", [True, False])
+def test_a_prompt_names_only_the_tools_the_run_has(name: str, mode: str, index: bool) -> None:
+    toolset = TOOLSETS[name]
+    have = {t.name for t in toolset.tools}
+    for rubric in ("beam", "locomo", "longmemeval") if mode == "ask" else (None,):
+        prompt = _prompt(toolset, mode, index=index, rubric=rubric)
+        for missing in set(_TOOL_NAMES) - have:
+            assert f"{missing}" not in prompt, (name, mode, rubric, missing)
+        mentions_ms = re.search(r"`ms`|\bms\.\w", prompt) is not None
+        assert mentions_ms == ("recall_history_python" in have), (name, mode, rubric)
+        assert ("kernel" in prompt) == ("repl_exec" in have or "recall_history_python" in have)
+        assert ("eviction index" in prompt) == index, (name, mode)
+        assert re.search(r"\$\w", prompt) is None  # every placeholder was filled
+        assert "Abstain when the evidence is absent" in prompt
+
+
+def test_rules_are_numbered_and_the_index_rule_follows_the_policy() -> None:
+    with_index = _prompt(scroll_toolset(), "ask", index=True)
+    without = _prompt(scroll_toolset(), "ask", index=False)
+    numbers = re.findall(r"^(\d+)\. ", without, flags=re.MULTILINE)
+    assert numbers == [str(n) for n in range(1, len(numbers) + 1)] and len(numbers) == 5
+    assert "2. Read the index." in with_index and "Read the index" not in without
+    json_prompt = _prompt(json_memory_toolset(), "ask", index=True)
+    assert "recover a span with `ms_expand(lo=..., hi=...)`" in json_prompt
+    assert "Recall with your memory tools: `ms_search`, `ms_expand`, `ms_sql_query`" in json_prompt
+
+
+def test_the_index_header_names_only_the_tools_the_run_has() -> None:
+    scroll = render_index_header(scroll_toolset().capabilities())
+    assert "ms.expand(lo, hi) in recall_history_python" in scroll
+    assert scroll.split(". ")[0] == INDEX_HEADER.split(". ")[0]
+    norepl = render_index_header(json_memory_toolset().capabilities())
+    assert "ms_expand(lo=..., hi=...)" in norepl and 'ms_search(query="words")' in norepl
+    assert "recall_history_python" not in norepl and "ms." not in norepl
+    bare = render_index_header(TOOLSETS["answer-only"].capabilities())
+    assert "no tool to read them back" in bare and re.search(r"\bms\b|\bms[._]", bare) is None
+
+
+def _block(lo: int, hi: int, text: str) -> EvictionIndex:
+    index = EvictionIndex(4, "ingest")
+    index.add(IndexBlock([IndexLine(lo, hi, "turn", text)]), hi - lo + 1)
+    return index
+
+
+def _index_events(log: EventLog, session: str) -> list[int]:
+    rows = log.execute(
+        "SELECT seq FROM conversation_history WHERE session_id = ? AND kind = ? ORDER BY seq",
+        (session, INDEX_KIND),
+    )
+    return [int(row["seq"]) for row in rows]
+
+
+def test_a_new_session_starts_from_a_given_index_and_keeps_it_across_a_restart(
+    event_log: EventLog,
+) -> None:
+    seqs = event_log.append_many(
+        NewEvent(session_id="old", kind="conversation", role="user", content=f"turn {n}")
+        for n in range(4)
+    )
+    given = _block(seqs[0], seqs[-1], "the four old turns about sprints")
+
+    policy = ScrollPolicy.open(
+        event_log, "probe", "system", budget_tokens=8000, initial_index=given
+    )
+    policy.add({"role": "user", "content": "When does the sprint end?"})
+    first = str(policy.prepare("").messages[0]["content"])
+    assert first.startswith(INDEX_HEADER) and "the four old turns about sprints" in first
+    assert f"{seqs[0]}-{seqs[-1]}" in first or f"{seqs[0]}…{seqs[-1]}" in first
+    (handover,) = _index_events(event_log, "probe")
+    assert handover < event_log.last_seq()  # persisted first, before the question
+
+    restarted = ScrollPolicy.open(event_log, "probe", "system", budget_tokens=8000)
+    messages = restarted.prepare("").messages
+    assert str(messages[0]["content"]) == first
+    assert messages[1] == {"role": "user", "content": "When does the sprint end?"}
+
+    again = ScrollPolicy.open(event_log, "probe", "system", budget_tokens=8000, initial_index=given)
+    assert _index_events(event_log, "probe") == [handover]  # an existing session keeps its own
+    assert again.index_text() == restarted.index_text()
+
+
+def test_a_malformed_initial_index_is_refused_and_nothing_is_written(
+    event_log: EventLog,
+) -> None:
+    before = event_log.last_seq()
+    with pytest.raises(UsageError, match="initial_index is not an eviction index"):
+        ScrollPolicy.open(
+            event_log, "probe", "system", budget_tokens=8000, initial_index={"tiers": "x"}
+        )
+    assert event_log.last_seq() == before
+
+
+def test_a_given_index_header_replaces_the_views_header(event_log: EventLog) -> None:
+    header = render_index_header(json_memory_toolset().capabilities())
+    policy = ScrollPolicy.open(
+        event_log,
+        "probe",
+        "system",
+        budget_tokens=8000,
+        initial_index=_block(1, 3, "three turns"),
+        index_header=header,
+    )
+    policy.add({"role": "user", "content": "q"})
+    first = str(policy.prepare("").messages[0]["content"])
+    assert first.startswith(header) and INDEX_HEADER not in first
+    assert "three turns" in first and policy.index_text() == first
+
+
+def test_an_agent_closes_only_the_backend_it_created(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    closed: list[str] = []
+    original = type(scripted_backend).close
+
+    def counting_close(self: Backend) -> None:
+        closed.append(self.model)
+        original(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(type(scripted_backend), "close", counting_close)
+        for answer in ("one", "two"):  # one backend, two agents, still usable after the first
+            openai_server.enqueue_tool_calls([("submit_answer", {"answer": answer})])
+            with Agent(model=scripted_backend, store=beam_store) as agent:
+                assert not agent.owns_backend
+                assert agent.run("Answer.").answer == answer
+        assert closed == []
+        with Agent(
+            model="openai:made-here", store=beam_store, environ=openai_server.environ
+        ) as agent:
+            assert agent.owns_backend
+        assert closed == ["made-here"]
+    scripted_backend.close()
+
+
+def test_a_memory_probe_keeps_its_own_turns_out_of_search(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    question = "Which zebrafinch quokka did I name?"
+    cell = (
+        "print([len(ms.search('zebrafinch quokka')), len(ms.search('sprint', k=3)), "
+        'len(ms.sql_query("SELECT seq FROM hist.conversation_history '
+        "WHERE content LIKE '%zebrafinch quokka%'\"))])"
+    )
+    openai_server.enqueue_tool_calls([("recall_history_python", {"source": cell})])
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "none"})])
+
+    with Agent(model=scripted_backend, store=beam_store) as agent:
+        finished = agent.ask(question, task_id=TASK)
+
+    observation = next(
+        m["content"] for m in openai_server.requests[1].body["messages"] if m["role"] == "tool"
+    )
+    # No scope or kind given: the question is not found by search, the history still is, and
+    # the question stays readable by SQL (it is in the log, only out of full-text search).
+    assert json.loads(observation.removeprefix("stdout:\n")) == [0, 3, 1]
+    conn = sqlite3.connect(beam_store / "history.db")
+    try:
+        flags = conn.execute(
+            "SELECT DISTINCT searchable FROM conversation_history WHERE session_id = ?",
+            (finished.session_id,),
+        ).fetchall()
+    finally:
+        conn.close()
+    assert flags == [(0,)]
+
+
+def test_a_run_keeps_its_turns_searchable(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "ok"})])
+    with Agent(model=scripted_backend, store=beam_store) as agent:
+        finished = agent.run("Remember the word zebrafinch.")
+    conn = sqlite3.connect(beam_store / "history.db")
+    try:
+        (found,) = conn.execute(
+            "SELECT count(*) FROM conversation_history WHERE session_id = ? AND searchable = 1 "
+            "AND content LIKE '%zebrafinch%'",
+            (finished.session_id,),
+        ).fetchone()
+    finally:
+        conn.close()
+    assert found == 1
