@@ -166,8 +166,10 @@ _PROTOCOL = """## Protocol
   gold id in the top k), MRR over the returned list, NDCG@10 with binary relevance where rank 1
   is undiscounted and rank i >= 2 adds 1/log2(i), normalized by min(10, #gold) leading hits.
 - Session lists come from the same top rows, so a session metric at k counts at most as many
-  sessions as those rows cover. Session level is coarse: a LoCoMo conversation has 19-32
-  sessions, a BEAM 100K chat 3-5 batches and a 500K chat 10, so BEAM session recall@5 is close
-  to saturated; the turn level is the discriminative one.
+  sessions as those rows cover. LongMemEval's own mapping keeps repeated sessions in the list
+  and widens the cutoff until it covers k distinct sessions: session recall is the same either
+  way, session NDCG is not (there the ideal counts every labelled turn). Session level is
+  coarse: a LoCoMo conversation has 19-32 sessions, a BEAM 100K chat 3-5 batches and a 500K chat
+  10, so BEAM session recall@5 is close to saturated; the turn level is the discriminative one.
 - Groups: LoCoMo category codes (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop); BEAM
   abilities."""
