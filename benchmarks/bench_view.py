@@ -9,6 +9,8 @@ log, measures the two baselines:
 
 - **tokens**: full-history replay, i.e. every call sending the system prompt, the digest and
   every turn so far, counted with the same counter (``full_replay_input_tokens``);
+- **index storage**: the index events as stored (each block once, then referenced) against
+  the same events with every block written inline (what each event describes);
 - **build time**: rebuilding the full-history request at the end of the session from the log
   (read every turn of the session, index events left out, and render it), timed like the
   view build. A replaying agent that kept its messages in memory would skip the read, so the
@@ -31,6 +33,7 @@ from typing import Any
 from scrollctx.log import Event, EventLog
 from scrollctx.view import INDEX_KIND, VIEW_KEY, WorkingView, simulate
 from scrollctx.view._render import to_openai
+from scrollctx.view._stored import unpack
 from scrollctx.view._turns import turn_from_event
 
 
@@ -49,6 +52,26 @@ def replay_build_ms(log: EventLog, session_id: str, repeats: int = 3) -> float:
         if not messages:
             raise SystemExit(f"session {session_id} has no turns to replay")
     return statistics.median(timings)
+
+
+def index_storage(log: EventLog, session_id: str) -> tuple[int, int]:
+    """Bytes of index metadata as stored, and as they would be with every block inline."""
+    rows = log.execute(
+        "SELECT seq, metadata FROM conversation_history WHERE session_id = ? AND kind = ? "
+        "ORDER BY seq",
+        (session_id, INDEX_KIND),
+    )
+    loaded = {int(row["seq"]): json.loads(row["metadata"]) for row in rows}
+    stored_bytes = inline_bytes = 0
+    for seq, data in loaded.items():
+        whole, _ = unpack(data, seq, loaded.get)
+        stored_bytes += _size(data)
+        inline_bytes += _size(whole)
+    return stored_bytes, inline_bytes
+
+
+def _size(data: dict[str, Any]) -> int:
+    return len(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
 
 
 def view_rebuild_ms(log: EventLog, session_id: str, budget: int, repeats: int = 50) -> float:
@@ -87,6 +110,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
             replay_ms = replay_build_ms(log, result.session_id)
             restored_ms = view_rebuild_ms(log, result.session_id, args.budget)
+            stored_bytes, inline_bytes = index_storage(log, result.session_id)
+            db_bytes = log.path.stat().st_size
     report = result.to_dict()
     calls = report.pop("per_call_view_tokens")
     report.update(
@@ -94,6 +119,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         replay_build_ms=round(replay_ms, 2),
         restored_view_build_ms=round(restored_ms, 3),
         build_speedup_vs_replay=round(replay_ms / max(result.final_view_build_ms, 1e-6), 1),
+        db_bytes=db_bytes,
+        index_stored_bytes=stored_bytes,
+        index_inline_bytes=inline_bytes,
     )
     _print(report)
     if args.json:
@@ -120,6 +148,12 @@ def _print(r: dict[str, Any]) -> None:
         f"view build at the end: {r['final_view_build_ms']} ms (median of the last 100 calls; "
         f"after restore {r['restored_view_build_ms']} ms); full-history rebuild "
         f"{r['replay_build_ms']} ms -> {r['build_speedup_vs_replay']}x"
+    )
+    print(
+        f"index events: {r['index_stored_bytes']:,} bytes stored vs "
+        f"{r['index_inline_bytes']:,} with every block inline -> "
+        f"{r['index_inline_bytes'] / max(1, r['index_stored_bytes']):.1f}x smaller; "
+        f"database {r['db_bytes']:,} bytes"
     )
     print(
         f"input tokens: {r['total_input_tokens']:,} vs full replay "

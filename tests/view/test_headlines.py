@@ -26,6 +26,10 @@ ANSWER = "The flight is AA231 on 2026-07-02."
         "`⟦ book flight | AA231 confirmed | send receipt | done ⟧`",
         "   ⟦book flight|AA231 confirmed|send receipt|DONE⟧   \t",
         "⟦ book flight | AA231 confirmed | send receipt | done 〛",
+        "**⟦ book flight | AA231 confirmed | send receipt | done ⟧**",
+        "> ⟦ book flight | AA231 confirmed | send receipt | done ⟧",
+        "- ⟦ book flight | AA231 confirmed | send receipt | done ⟧.",
+        "⟦ book flight | AA231 confirmed | send receipt | done ⟧<|im_end|>",
     ],
 )
 def test_parses_the_marker_and_its_look_alikes(line: str) -> None:
@@ -108,3 +112,33 @@ def test_streaming_never_shows_a_headline_fragment() -> None:
     shown += stripper.feed(" | n | done ⟧")
     shown += stripper.finish()
     assert shown == "Done.\n"
+
+
+def test_a_headline_appended_to_the_last_line_of_prose_is_parsed_and_stripped() -> None:
+    # #6240: models drift and append the line to their last sentence.
+    text = f"{ANSWER} ⟦ book flight | AA231 confirmed | send receipt | done ⟧"
+    assert parse_headline(text) == Headline(
+        "book flight", "AA231 confirmed", "send receipt", "done"
+    )
+    assert strip_headline(text) == ANSWER
+    # Not without the structure (two |), not when it is not the end of the response.
+    for prose in ("The set ⟦x⟧ is closed.", "Write ⟦ a | b ⟧", f"{ANSWER} ⟦ a | b | c ⟧\nMore."):
+        assert parse_headline(prose) is None and strip_headline(prose) == prose
+
+
+def test_special_tokens_after_the_marker_do_not_hide_it() -> None:
+    text = f"{ANSWER}\n⟦ book flight | AA231 | none | in_progress\n<|im_end|>\n"
+    headline = parse_headline(text)
+    assert headline is not None and not headline.is_closed
+    assert "⟦" not in strip_headline(text)
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(min_value=1, max_value=7), max_size=40))
+def test_streaming_strips_decorated_marker_lines(sizes: list[int]) -> None:
+    for text in (
+        "- first item\n- second item\n**⟦ t | s | n | done ⟧**\n",
+        f"> quoted line\n{ANSWER}\n> ⟦ t | s | n | done ⟧<|im_end|>",
+        "__init__ stays\n`code` stays\n-- dashes stay\n",
+    ):
+        assert _stream(text, sizes).rstrip() == strip_headline(text)

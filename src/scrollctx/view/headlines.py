@@ -10,12 +10,16 @@ and stores :attr:`Headline.text` as the event's ``headline``, binding it to that
 produce or repair a headline.
 
 Parsing is tolerant, because models drift: the look-alike brackets ``〚 〛`` count as the
-marker, so do an HTML comment around it (``<!-- ⟦ … ⟧ -->``), backticks, trailing whitespace,
-a missing closing bracket on the last line (an unclosed fence), fewer than four fields (the
-rest are empty) or more (the extras join the state), and an unknown status (kept verbatim).
-:func:`strip_headline` removes every marker line, including a malformed trailing one, so the
-protocol never leaks into user-facing text; :class:`HeadlineStripper` does the same for a stream
-of deltas. The stored event content keeps the line: it is part of the model's output.
+marker, so do an HTML comment around it (``<!-- ⟦ … ⟧ -->``), Markdown around it (quote, list,
+bold, backticks), trailing punctuation and whitespace, special tokens after it
+(``<|im_end|>``, also on lines of their own), a missing closing bracket on the last line (an
+unclosed fence), a headline appended to the last line of prose (closed, with at least two
+``|``), fewer than four fields (the rest are empty) or more (the extras join the state), and
+an unknown status (kept verbatim). :func:`strip_headline` removes every marker line, including
+a malformed trailing one, so the protocol never leaks into user-facing text;
+:class:`HeadlineStripper` does the same for a stream of deltas, line by line (a headline
+appended to prose is removed by :func:`strip_headline` only, once the text is complete). The
+stored event content keeps the line: it is part of the model's output.
 """
 
 from __future__ import annotations
@@ -56,10 +60,29 @@ check seq 900-950 for the final date | in_progress ⟧"""
 
 _OPENERS = "⟦〚"
 _CLOSERS = "⟧〛"
-_LINE = re.compile(
-    r"^\s*(?:<!--\s*)?`*\s*[" + _OPENERS + r"](?P<body>[^" + _CLOSERS + r"\n]*)"
-    r"(?P<close>[" + _CLOSERS + r"])?\s*`*\s*(?:-->)?\s*$"
+# Around the marker a model may put Markdown (quote, list, bold, code), an HTML comment,
+# trailing punctuation, or a provider's special tokens such as <|im_end|>.
+_TOKEN = r"<\|[^|>\n]*\|>"
+_PREFIX = r"(?:\s|<!--|[>*_`~\-])*"
+_SUFFIX = r"(?:\s|-->|[*_`~.,;]|" + _TOKEN + r")*"
+_MARKER = r"[" + _OPENERS + r"](?P<body>[^" + _CLOSERS + r"\n]*)(?P<close>[" + _CLOSERS + r"])?"
+_LINE = re.compile(r"^" + _PREFIX + _MARKER + _SUFFIX + r"$")
+_TRAILING = re.compile(
+    r"(?P<prose>.*\S)\s+["
+    + _OPENERS
+    + r"](?P<body>[^"
+    + _CLOSERS
+    + r"\n]*\|[^"
+    + _CLOSERS
+    + r"\n]*\|[^"
+    + _CLOSERS
+    + r"\n]*)(?P<close>["
+    + _CLOSERS
+    + r"])"
+    + _SUFFIX
+    + r"$"
 )
+_NOISE = re.compile(r"^(?:\s|" + _TOKEN + r")*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +116,9 @@ def parse_headline(text: str) -> Headline | None:
     lines = text.splitlines()
     last = _last_nonblank(lines)
     for index in range(len(lines) - 1, -1, -1):
-        match = _LINE.match(lines[index])
+        match = _LINE.match(lines[index]) or (
+            _TRAILING.match(lines[index]) if index == last else None
+        )
         if match is None or (match.group("close") is None and index != last):
             continue
         headline = _fields(match.group("body"), is_closed=match.group("close") is not None)
@@ -106,9 +131,12 @@ def strip_headline(text: str) -> str:
     """Return ``text`` without its headline line(s), for display to a user."""
     lines = text.splitlines()
     last = _last_nonblank(lines)
-    kept = [
-        line for index, line in enumerate(lines) if not _is_marker_line(line, is_last=index == last)
-    ]
+    kept: list[str] = []
+    for index, line in enumerate(lines):
+        if _is_marker_line(line, is_last=index == last):
+            continue
+        trailing = _TRAILING.match(line) if index == last else None
+        kept.append(trailing.group("prose") if trailing else line)
     return "\n".join(kept).rstrip()
 
 
@@ -118,8 +146,9 @@ def _is_marker_line(line: str, *, is_last: bool) -> bool:
 
 
 def _last_nonblank(lines: list[str]) -> int:
+    # A line of only special tokens (<|im_end|>) does not count: the marker before it is last.
     for index in range(len(lines) - 1, -1, -1):
-        if lines[index].strip():
+        if not _NOISE.match(lines[index]):
             return index
     return -1
 
@@ -178,9 +207,9 @@ class HeadlineStripper:
 
 
 def _could_be_marker(partial: str) -> bool:
-    head = partial.lstrip()
+    head = partial.lstrip(" \t>*_`~-")
     if not head:
         return True
-    if head[0] in _OPENERS or head[0] == "`":
+    if head[0] in _OPENERS:
         return True
     return "<!--".startswith(head[:4]) or head.startswith("<!--")
