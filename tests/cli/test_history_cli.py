@@ -238,3 +238,19 @@ def test_sql_writes_are_one_line_errors_and_change_nothing(
     assert not (store / "other.db").exists()
     with EventLog.open(db) as log:
         assert log.count() == 3
+
+
+def test_the_sql_row_cap_note_reaches_a_kernel_cell_observation(
+    store_dir: Path, capsys: Capture
+) -> None:
+    with EventLog.open(store_dir / "history.db") as log:
+        log.append_many(
+            NewEvent(session_id="s", kind="conversation", content=f"row {i}") for i in range(1001)
+        )
+    cell = (
+        'r = ms.sql_query("SELECT seq FROM hist.conversation_history"); print(len(r), r.truncated)'
+    )
+    assert run(["exec", cell, "--store", str(store_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "1000 True" in out
+    assert "[note] sql_query hit the 1000-row cap" in out
