@@ -718,8 +718,16 @@ def test_host_secrets_do_not_cross_through_tool_errors(
         except KeyError as exc:
             raise ValueError(f"no such key {key!r}") from exc
 
-    with Kernel(scratch=tmp_path / "scratch", tools=[leaky]) as kernel:
+    def keyed(query: str, key: str = os.environ["SCROLL_TEST_SECRET"], limit: int = 3) -> str:
+        """Take a secret as a default, as API clients often do."""
+        return f"{query}:{len(key)}:{limit}"
+
+    with Kernel(scratch=tmp_path / "scratch", tools=[leaky, keyed]) as kernel:
         result = kernel.run_cell("leaky('a')")
         seen = render_observation(result)
         assert "ToolCallError: leaky: ValueError: no such key 'a'" in seen
         assert "hunter2" not in seen and __file__ not in seen
+        described = kernel.run_cell("help(keyed)\nimport inspect\nprint(inspect.signature(keyed))")
+        assert "keyed(query: str, key: str = ..., limit: int = 3) -> str" in described.stdout
+        assert "hunter2" not in render_observation(described)
+        assert kernel.run_cell("keyed('q')").stdout == "'q:14:3'\n"  # the host's default applies

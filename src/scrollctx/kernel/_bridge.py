@@ -6,7 +6,8 @@ same name, signature (as shown by ``help``) and docstring. Calling a stub checks
 against the signature, sends a ``tool_call`` frame and blocks until the host answers; a failure
 on the host comes back as :class:`ToolCallError`. Arguments and results cross as JSON, so only
 JSON-able values pass. The worker can name only what the host declared: the host looks each
-call up by name in its own table and runs nothing else.
+call up by name in its own table and runs nothing else. A parameter default that is long or
+holds a host environment value is described as ``...``, so no secret crosses in a signature.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import inspect
 import json
 import keyword
+import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -111,10 +113,27 @@ def describe_tools(
 def _describe_param(param: inspect.Parameter) -> dict[str, Any]:
     item: dict[str, Any] = {"name": param.name, "kind": int(param.kind)}
     if param.default is not inspect.Parameter.empty:
-        item["default"] = repr(param.default)
+        item["default"] = _shown_default(param.default)
     if param.annotation is not inspect.Parameter.empty:
         item["annotation"] = _type_text(param.annotation)
     return item
+
+
+_DEFAULT_CHARS = 80
+_SECRET_MIN = 8
+
+
+def _shown_default(value: Any) -> str:
+    # A default travels to the model's kernel: one that is long, or that contains the value of
+    # any host environment variable (``key=os.environ["API_KEY"]``), is shown as ``...``.
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 - a host object whose repr fails is simply not shown
+        return "..."
+    if len(text) > _DEFAULT_CHARS:
+        return "..."
+    secrets = (v for v in os.environ.values() if len(v) >= _SECRET_MIN)
+    return "..." if any(secret in text for secret in secrets) else text
 
 
 def _type_text(annotation: Any) -> str:
