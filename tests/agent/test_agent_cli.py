@@ -77,8 +77,9 @@ def test_no_model_configured_prints_exactly_how_to_configure_one(
     assert "Traceback" not in done.stderr
 
 
-def test_an_api_key_from_the_environment_never_leaves_the_request(
-    beam_store: Path, openai_server: ScriptedOpenAIServer, tmp_path: Path
+@pytest.mark.parametrize("given_by", ["environment", "flags"])
+def test_an_api_key_never_leaves_the_request(
+    given_by: str, beam_store: Path, openai_server: ScriptedOpenAIServer, tmp_path: Path
 ) -> None:
     cell = (
         "import os\nprint(sorted(k for k in os.environ if 'KEY' in k), "
@@ -86,12 +87,15 @@ def test_an_api_key_from_the_environment_never_leaves_the_request(
     )
     openai_server.enqueue_tool_calls([("recall_history_python", {"source": cell})])
     openai_server.enqueue_tool_calls([("submit_answer", {"answer": "done"})])
-    env = {**_bare_environ(tmp_path), "OPENAI_BASE_URL": openai_server.base_url,
-           "OPENAI_API_KEY": SECRET, "SCROLL_STORE": str(beam_store)}  # fmt: skip
+    env = {**_bare_environ(tmp_path), "SCROLL_STORE": str(beam_store)}
+    flags = ["--base-url", openai_server.base_url, "--api-key", SECRET]
+    if given_by == "environment":
+        env.update(OPENAI_BASE_URL=openai_server.base_url, OPENAI_API_KEY=SECRET)
+        flags = []
 
     done = subprocess.run(
-        [str(SCROLL), "ask", "--model", "openai:scripted-model", "--task", TASK, "--json",
-         "What is my key?"],
+        [str(SCROLL), "ask", "--model", "openai:scripted-model", *flags, "--task", TASK,
+         "--json", "What is my key?"],
         capture_output=True, text=True, env=env, timeout=120,
     )  # fmt: skip
 
@@ -108,3 +112,16 @@ def test_an_api_key_from_the_environment_never_leaves_the_request(
     assert Path(result["trace_path"]) in stored
     for path in stored:
         assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_endpoint_flags_on_the_local_model_are_a_one_line_usage_error(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(SCROLL), "ask", "--store", str(tmp_path / "s"), "--model", "local", "--base-url",
+         "http://127.0.0.1:9/v1", "anything"],
+        capture_output=True, text=True, env=_bare_environ(tmp_path), timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "Error: --base-url and --api-key apply to openai: and anthropic: models, not 'local'; "
+        "drop them or pass --model openai:NAME"
+    ]

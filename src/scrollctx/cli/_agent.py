@@ -1,5 +1,10 @@
 """Agent commands: ``scroll run``, ``scroll ask`` and ``scroll chat``.
 
+The model comes from ``--model`` (or ``SCROLL_MODEL``); ``--base-url`` and ``--api-key`` set the
+endpoint of an ``openai`` or ``anthropic`` model for this command (they override
+``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, or the ``ANTHROPIC_`` pair; the environment is the
+safer place for a key, which never reaches the log, the trace or the terminal).
+
 Stdout carries data only: the answer (or one JSON document with ``--json``; chat prints each
 reply). Progress goes to stderr: a live view of the steps (rich on a TTY, plain lines
 otherwise) and, at the end of every run, ``trace: PATH``. Exit codes: 0 when the run answered,
@@ -10,6 +15,7 @@ configure one).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +35,7 @@ from scrollctx.agent import (
 )
 from scrollctx.cli._app import json_option, store_option, warn
 from scrollctx.config import Config
+from scrollctx.errors import UsageError
 from scrollctx.kernel import PROFILES
 
 __all__ = ["register"]
@@ -40,6 +47,10 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     options = [
         click.option("--model", "model", metavar="SPEC", envvar="SCROLL_MODEL",
                      help="openai:NAME, anthropic:NAME or local (env SCROLL_MODEL)."),
+        click.option("--base-url", "base_url", metavar="URL",
+                     help="Endpoint of an openai: or anthropic: model (else the env/config)."),
+        click.option("--api-key", "api_key", metavar="KEY",
+                     help="Key for that endpoint (prefer OPENAI_API_KEY in the environment)."),
         click.option("--max-steps", "max_steps", type=click.IntRange(min=1), default=30,
                      show_default=True, help="Give up after this many model calls."),
         click.option("--max-tokens", "max_tokens", type=click.IntRange(min=1), default=None,
@@ -52,8 +63,56 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _open_agent(config: Config, model: str | None, **settings: Any) -> Agent:
-    return Agent(model=model, store=config.store_dir, **settings)
+def _settings(
+    max_steps: int, max_tokens: int | None, sandbox: str, base_url: str | None, api_key: str | None
+) -> dict[str, Any]:
+    return {
+        "max_steps": max_steps,
+        "max_tokens": max_tokens,
+        "sandbox": sandbox,
+        "base_url": base_url,
+        "api_key": api_key,
+    }
+
+
+_ENDPOINT_VARIABLES = {
+    "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY"),
+    "anthropic": ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"),
+}
+
+
+def _open_agent(
+    config: Config,
+    model: str | None,
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    **settings: Any,
+) -> Agent:
+    environ = _endpoint_environ(model, base_url, api_key)
+    return Agent(model=model, store=config.store_dir, environ=environ, **settings)
+
+
+def _endpoint_environ(
+    model: str | None, base_url: str | None, api_key: str | None
+) -> dict[str, str]:
+    """The environment with the flags' endpoint in the chosen provider's variables."""
+    environ = dict(os.environ)
+    if base_url is None and api_key is None:
+        return environ
+    spec = model or environ.get("SCROLL_MODEL") or "openai"
+    provider = spec.partition(":")[0]
+    if provider not in _ENDPOINT_VARIABLES:
+        raise UsageError(
+            f"--base-url and --api-key apply to openai: and anthropic: models, not {spec!r}; "
+            "drop them or pass --model openai:NAME"
+        )
+    url_variable, key_variable = _ENDPOINT_VARIABLES[provider]
+    if base_url is not None:
+        environ[url_variable] = base_url
+    if api_key is not None:
+        environ[key_variable] = api_key
+    return environ
 
 
 class _StepView:
@@ -132,6 +191,7 @@ def _result(finished: RunFinished, as_json: bool) -> int:
             "status": finished.status,
             "answer": finished.answer,
             "failure": finished.failure,
+            "failure_type": finished.failure_type,
             "run_id": finished.run_id,
             "session_id": finished.session_id,
             "trace_path": str(finished.trace_path) if finished.trace_path else None,
@@ -155,6 +215,8 @@ def run_command(
     task: str,
     workspace: Path | None,
     model: str | None,
+    base_url: str | None,
+    api_key: str | None,
     max_steps: int,
     max_tokens: int | None,
     sandbox: str,
@@ -164,7 +226,7 @@ def run_command(
 
     Example: scroll run "count the lines of every .csv file" --workspace ./data --model local
     """
-    settings = {"max_steps": max_steps, "max_tokens": max_tokens, "sandbox": sandbox}
+    settings = _settings(max_steps, max_tokens, sandbox, base_url, api_key)
     with _open_agent(config, model, workspace=workspace, **settings) as agent:
         finished = _drive(agent.iter_run(task), _StepView())
     return _result(finished, json_)
@@ -184,6 +246,8 @@ def ask_command(
     task_id: str | None,
     rubric: str | None,
     model: str | None,
+    base_url: str | None,
+    api_key: str | None,
     max_steps: int,
     max_tokens: int | None,
     sandbox: str,
@@ -193,7 +257,7 @@ def ask_command(
 
     Example: scroll ask --store .scroll "What is my sprint target?" --task beam/100K/1 --rubric beam
     """
-    settings = {"max_steps": max_steps, "max_tokens": max_tokens, "sandbox": sandbox}
+    settings = _settings(max_steps, max_tokens, sandbox, base_url, api_key)
     with _open_agent(config, model, **settings) as agent:
         events = agent.iter_ask(question, task_id=task_id, rubric=rubric)
         finished = _drive(events, _StepView())
@@ -210,6 +274,8 @@ def chat_command(
     session_id: str | None,
     new: bool,
     model: str | None,
+    base_url: str | None,
+    api_key: str | None,
     max_steps: int,
     max_tokens: int | None,
     sandbox: str,
@@ -219,7 +285,7 @@ def chat_command(
     Reads one message per line (stdin), prints each reply on stdout; /exit or end of input ends.
     Example: scroll chat --model openai:gpt-4o-mini   (later: scroll chat, to continue)
     """
-    settings = {"max_steps": max_steps, "max_tokens": max_tokens, "sandbox": sandbox}
+    settings = _settings(max_steps, max_tokens, sandbox, base_url, api_key)
     view = _StepView()
     with _open_agent(config, model, **settings) as agent, agent.chat(session_id, new=new) as chat:
         view.line(f"chat session {chat.session_id} (continue it with: scroll chat --session "
