@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from scrollctx.errors import IntegrityError, PayloadMissing, UsageError
-from scrollctx.log import EventLog, Kind, NewEvent, ToolResultRef
+from scrollctx.log import ArtifactRef, EventLog, Kind, NewEvent, ToolResultRef
 from scrollctx.log._schema import MIGRATIONS
 
 
@@ -197,6 +198,27 @@ def test_large_content_is_externalized_and_materialized(event_log: EventLog) -> 
     ref = event_log.payload_ref(event)
     assert isinstance(ref, ToolResultRef) and ref.text() == big
     assert event_log.full_text(event) == big
+
+
+def test_payload_handles_are_lazy_and_typed_by_kind(event_log: EventLog) -> None:
+    data = {"rows": list(range(5000))}
+    text = json.dumps(data)
+    result = event_log.get(
+        event_log.append(NewEvent(session_id="s1", kind="tool_result", content=text))
+    )
+    turn = event_log.get(
+        event_log.append(NewEvent(session_id="s1", kind="model_turn", content=text))
+    )
+    small = event_log.get(event_log.append(_turn("inline")))
+    tool_ref, artifact = event_log.payload_ref(result), event_log.payload_ref(turn)
+    assert isinstance(tool_ref, ToolResultRef) and isinstance(artifact, ArtifactRef)
+    assert event_log.payload_ref(small) is None
+    assert tool_ref.size == len(text.encode()) and tool_ref.preview == result.content
+    assert tool_ref.preview.startswith(text[:100]) and "ms.expand" in tool_ref.preview
+    assert (
+        artifact.json() == data
+        and repr(artifact) == f"ArtifactRef(seq={turn.seq}, size={artifact.size})"
+    )
 
 
 def test_same_payload_is_stored_once(event_log: EventLog) -> None:
