@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from scrollctx.errors import IntegrityError
 from scrollctx.log import EventLog, NewEvent
 from scrollctx.surface import MemorySurface, open_surface
-from scrollctx.view import INDEX_KIND, WorkingView, simulate
+from scrollctx.view import INDEX_KIND, WorkingView, load_index, simulate
 from scrollctx.view._stored import STORED_AT
 
 
@@ -72,3 +75,22 @@ def _check(ms: MemorySurface, data: dict[str, Any]) -> None:
     if folded:
         (row,) = ms.expand([folded[0]])
         assert row["content"].startswith("row 00000")
+
+
+def test_load_index_is_what_ms_index_returns(fast_dir: Path) -> None:
+    path = fast_dir / "history.db"
+    with EventLog.open(path) as log:
+        assert load_index(log, "simulation") is None
+        simulate(log, steps=30, output_kb=1, budget=4000, k=3)
+        data = load_index(log, "simulation")
+        log.append(
+            NewEvent(
+                session_id="bad",
+                kind=INDEX_KIND,
+                metadata={"tiers": [{"tier": 0, "blocks": [{STORED_AT: [1, 0, 0]}]}]},
+            )
+        )
+        with pytest.raises(IntegrityError, match="malformed"):
+            load_index(log, "bad")
+    with open_surface(path, session_id="simulation") as ms:
+        assert ms.index() == data

@@ -10,7 +10,7 @@ from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, Index
 from scrollctx.view._reports import EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._simulate import SimulationResult, simulate
 from scrollctx.view._turns import VIEW_KEY, Turn, split_message
-from scrollctx.view._working import INDEX_KIND, WorkingView
+from scrollctx.view._working import INDEX_KIND, WorkingView, load_index
 from scrollctx.view.headlines import (
     HEADLINE_PROMPT,
     STATUSES,
@@ -40,6 +40,7 @@ __all__ = [
     "ViewMetrics",
     "WorkingView",
     "estimate_tokens",
+    "load_index",
     "parse_headline",
     "simulate",
     "split_message",

@@ -57,7 +57,7 @@ from scrollctx.view._stored import Locations, pack, stored_locations, unpack
 from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn_from_event
 from scrollctx.view.tokens import MESSAGE_OVERHEAD, TokenCounter
 
-__all__ = ["DIGEST_HEADER", "INDEX_KIND", "WorkingView"]
+__all__ = ["DIGEST_HEADER", "INDEX_KIND", "WorkingView", "load_index"]
 
 INDEX_KIND = "eviction_index"
 """Event kind of the persisted index (``metadata``: :meth:`EvictionIndex.to_data`, packed)."""
@@ -663,6 +663,36 @@ def _anthropic_body(body: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if messages and messages[0]["role"] != "user":
         messages.insert(0, {"role": "user", "content": _PLACEHOLDER})
     return messages
+
+
+def load_index(log: EventLog, session_id: str) -> dict[str, Any] | None:
+    """Return a session's latest eviction index as data (what ``ms.index()`` returns), or None.
+
+    Blocks stored by reference are put back in place; read the index through this (or
+    :meth:`WorkingView.index_data`), never from the raw event metadata.
+
+    Raises:
+        IntegrityError: the index event is malformed or a reference does not resolve.
+    """
+    latest = _latest_index_event(log, session_id)
+    if latest is None:
+        return None
+
+    def load(seq: int) -> dict[str, Any] | None:
+        event = log.get(seq)
+        if event is None or event.session_id != session_id or event.kind != INDEX_KIND:
+            return None
+        return event.metadata
+
+    try:
+        data, _ = unpack(latest.metadata, latest.seq, load)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise IntegrityError(
+            f"the eviction index at seq {latest.seq} of session {session_id!r} in {log.path} is "
+            f"malformed ({type(exc).__name__}: {exc}); it was edited or not written by scrollctx",
+            path=str(log.path),
+        ) from exc
+    return data
 
 
 def _latest_index_event(log: EventLog, session_id: str) -> Event | None:
