@@ -17,7 +17,7 @@ import pytest
 from kernel_helpers import LogSnapshot, Session, assert_log_unchanged, open_session, snapshot
 
 from scrollctx.kernel import CellResult, Kernel, Limits, SandboxPolicy, render_observation
-from scrollctx.log import Kind
+from scrollctx.log import Kind, NewEvent
 
 
 def attack(session: Session, cell: str, **options: float) -> tuple[CellResult, LogSnapshot]:
@@ -731,3 +731,36 @@ def test_host_secrets_do_not_cross_through_tool_errors(
         assert "keyed(query: str, key: str = ..., limit: int = 3) -> str" in described.stdout
         assert "hunter2" not in render_observation(described)
         assert kernel.run_cell("keyed('q')").stdout == "'q:14:3'\n"  # the host's default applies
+
+
+def test_store_secrets_and_other_sessions_are_unreadable(tmp_path: Path) -> None:
+    # The worker reads the log's own files and payloads, not the store folder around them:
+    # config.toml may hold API keys, and other sessions keep their scratch there.
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "config.toml").write_text('[backends.openai]\napi_key = "sk-store-secret"\n')
+    (store / "scratch" / "other").mkdir(parents=True)
+    (store / "scratch" / "other" / "notes.txt").write_text("private to another session")
+    session = open_session(tmp_path)
+    try:
+        big = "payload " * 4000  # over the log's inline threshold: externalized
+        seq = session.log.append(NewEvent(session_id="late", kind=Kind.SYSTEM, content=big))
+        cell = (
+            "import os\nout = []\n"
+            f"for path in {[str(store / 'config.toml'), str(store / 'scratch/other/notes.txt')]!r}"
+            f" + [{str(store)!r}]:\n"
+            "    try:\n        os.listdir(path) if os.path.isdir(path) else open(path).read(1)\n"
+            "        out.append('READ ' + path)\n"
+            "    except PermissionError:\n        out.append('denied')\n"
+            f"rows = ms.expand({seq})\n"
+            "print(out, len(rows[0]['content']), rows[0]['payload_missing'])"
+        )
+        result, before = attack(session, cell)
+        assert result.stdout == f"['denied', 'denied', 'denied'] {len(big)} False\n", (
+            result.stdout + (result.error or "")
+        )
+        assert "sk-store-secret" not in render_observation(result)
+        assert_host_unharmed(session, before)
+    finally:
+        session.kernel.close()
+        session.log.close()

@@ -182,6 +182,13 @@ class Kernel:
 
     def _boot(self, reason: str) -> SandboxStatus:
         self.scratch.mkdir(parents=True, exist_ok=True)
+        if self.db_path is not None:
+            # The worker may read only the log's files and this folder, which must exist now
+            # for its Landlock rule (the log creates it lazily, on the first large payload).
+            try:
+                (self.db_path.parent / "payloads").mkdir(exist_ok=True)
+            except OSError:
+                pass  # a read-only store: the log cannot write payloads there either
         applies_limits = "rlimits" in self.policy.applied
         worker = WorkerProcess(
             self.python, self.scratch, self.policy.limits if applies_limits else None

@@ -42,17 +42,17 @@ class SandboxPlan:
     unavailable: tuple[str, ...]
     limits: dict[str, int]
     scratch: str
-    db_dir: str | None
+    db_path: str | None
     report: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
-    def from_wire(cls, policy: dict[str, Any], scratch: str, db_dir: str | None) -> SandboxPlan:
+    def from_wire(cls, policy: dict[str, Any], scratch: str, db_path: str | None) -> SandboxPlan:
         return cls(
             apply=tuple(policy.get("apply", ())),
             unavailable=tuple(policy.get("unavailable", ())),
             limits=dict(policy.get("limits", {})),
             scratch=scratch,
-            db_dir=db_dir,
+            db_path=db_path,
         )
 
     def mark(self, layer: str, state: str, detail: str) -> None:
@@ -125,8 +125,12 @@ def _apply_caps(plan: SandboxPlan) -> str:
 
 def _landlock_paths(plan: SandboxPlan) -> tuple[list[str], list[str]]:
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, *_READ_ROOTS]
-    if plan.db_dir:
-        candidates.append(plan.db_dir)
+    if plan.db_path:
+        # Only the log's own files, never its whole folder: a store also holds config.toml
+        # (which may carry API keys), other sessions' scratch folders and the agent's files.
+        folder = os.path.dirname(plan.db_path)
+        log_files = [plan.db_path + suffix for suffix in ("", "-wal", "-shm")]
+        candidates += [*log_files, os.path.join(folder, "payloads")]
     reads: list[str] = []
     for path in candidates:
         real = os.path.realpath(path) if path else ""

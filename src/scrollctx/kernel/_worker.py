@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import builtins
 import faulthandler
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -67,9 +66,7 @@ class Worker:
             raise SystemExit("the first frame must be a boot frame")
         db_path = boot.get("db_path")
         open_surface = _import_surface() if db_path else None
-        plan = SandboxPlan.from_wire(
-            boot["policy"], boot["scratch"], os.path.dirname(db_path) if db_path else None
-        )
+        plan = SandboxPlan.from_wire(boot["policy"], boot["scratch"], db_path)
         report = apply_sandbox(plan)
         tasks = boot.get("tasks")
         if isinstance(tasks, str) and report.get("rlimits", {}).get("state") == "ok":
