@@ -190,3 +190,16 @@ def test_store_defaults_to_dot_scroll_then_scroll_store_then_the_option(
         with EventLog.open(tmp_path / name / "history.db") as log:
             counts[name] = log.count()
     assert counts == {".scroll": 17, "from-env": 2, "from-option": 2}
+
+
+def test_a_store_path_that_is_a_file_is_one_line_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "afile"
+    blocker.touch()
+    assert run(["ingest", "--store", str(blocker), str(LME)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err == f"Error: cannot create the store folder {blocker}: File exists; "
+        "point --store at a folder you can write\n"
+    )

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scrollctx.errors import IntegrityError, PayloadMissing, UsageError
+from scrollctx.errors import IntegrityError, PayloadMissing, StoreError, UsageError
 from scrollctx.log import ArtifactRef, EventLog, Kind, NewEvent, ToolResultRef
 from scrollctx.log._schema import MIGRATIONS
 
@@ -360,3 +360,12 @@ def test_a_store_from_before_batch_indexing_is_upgraded_once(store_dir: Path) ->
     with EventLog.open(path, verify=True) as log:
         assert len(log.execute("SELECT * FROM _migrations")) == len(MIGRATIONS)
         assert _matches(log, "older") == [1]
+
+
+def test_a_file_in_the_way_of_the_store_folder_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "store"
+    blocker.write_text("not a folder", encoding="utf-8")
+    with pytest.raises(StoreError, match="cannot create the store folder") as info:
+        EventLog.open(blocker / "history.db")
+    assert not isinstance(info.value, IntegrityError)
+    assert blocker.read_text(encoding="utf-8") == "not a folder"

@@ -103,12 +103,24 @@ class EventLog:
 
         Raises:
             IntegrityError: the file is not a SQLite database, is corrupt, or is not a store.
+            StoreError: the folder or file cannot be created or opened (a file in the way,
+                no permission).
         """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(
+                f"cannot create the store folder {path.parent}: {exc.strerror or exc}; "
+                "point --store at a folder you can write"
+            ) from exc
         _check_header(path)
         try:
             conn = _connect(path)
+        except sqlite3.OperationalError as exc:
+            raise StoreError(
+                f"cannot open {path}: {exc}; check that the folder and file are writable"
+            ) from exc
         except sqlite3.DatabaseError as exc:
             raise IntegrityError(
                 f"{path} is not a usable Event Log: {exc}", path=str(path)
