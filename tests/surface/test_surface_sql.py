@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from scrollctx.errors import QueryError
+from scrollctx.errors import IntegrityError, QueryError
+from scrollctx.log import EventLog, NewEvent
 from scrollctx.surface import Budgets, MemorySurface, format_notes, open_surface
 
 CAP_NOTE = (
@@ -84,3 +85,23 @@ def test_errors_name_the_problem_and_the_query(
     assert fragment in str(info.value)
     if sql:
         assert str(sql) in str(info.value)
+
+
+def test_a_damaged_store_is_an_integrity_error_not_a_query_error(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    with EventLog.open(path) as log:
+        log.append_many(
+            NewEvent(session_id="s", kind="conversation", content=f"row-{i:05d} " + "w" * 300)
+            for i in range(2000)
+        )
+    data = bytearray(path.read_bytes())
+    page = 4096
+    start = data.index(b"row-01000 ") // page * page  # a leaf page of the log table itself
+    data[start : start + 16] = b"\xff" * 16
+    path.write_bytes(bytes(data))
+    with open_surface(path) as ms:
+        with pytest.raises(IntegrityError, match="is damaged") as info:
+            ms.sql_query("SELECT count(*), sum(length(content)) FROM hist.conversation_history")
+        assert not isinstance(info.value, QueryError)
+        with pytest.raises(IntegrityError, match="is damaged"):
+            ms.expand(1, 2000)

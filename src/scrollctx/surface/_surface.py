@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from scrollctx.errors import PayloadMissing, QueryError
+from scrollctx.errors import IntegrityError, PayloadMissing, QueryError
 from scrollctx.log import PayloadStore
 from scrollctx.surface._dates import days_between as _days_between
 from scrollctx.surface._filters import Binding, build_filters
@@ -42,6 +42,7 @@ _FULL_COLUMNS = """
 _STORED_AT = "stored_at"
 
 _READ_STATEMENT = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(\w+)", re.DOTALL)
+_DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the query
 _READ_KEYWORDS = frozenset({"select", "with", "values", "explain", "pragma"})
 _PUBLIC = (
     "search", "expand", "sql_query", "sessions", "session", "recall_tool", "index",
@@ -73,13 +74,14 @@ def open_surface(
 class MemorySurface:
     """Read-only access to the Event Log for model-written code, bound as ``ms``."""
 
-    __slots__ = ("_budgets", "_binding", "_conn", "_deadline", "_notes", "_payloads",
-                 "_searcher")  # fmt: skip
+    __slots__ = ("_budgets", "_binding", "_conn", "_db_path", "_deadline", "_notes",
+                 "_payloads", "_searcher")  # fmt: skip
 
     def __init__(self, db_path: Path, binding: Binding, budgets: Budgets) -> None:
         self._binding = binding
         self._budgets = budgets
         self._deadline = Deadline()
+        self._db_path = db_path
         self._conn = connect_read_only(db_path, self._deadline)
         self._payloads = PayloadStore(db_path.parent / "payloads")
         self._notes: list[str] = []
@@ -384,7 +386,7 @@ class MemorySurface:
             try:
                 cursor = self._conn.execute(sql, (*params, self._budgets.rows + 1))
                 self._collect(cursor, result, what, full=True)
-            except sqlite3.OperationalError as exc:
+            except sqlite3.DatabaseError as exc:
                 self._raise_unless_timeout(exc, sql)
                 result.note(self._time_note(what), partial=True)
         return result
@@ -464,6 +466,12 @@ class MemorySurface:
     def _raise_unless_timeout(self, exc: sqlite3.DatabaseError, sql: str) -> None:
         if self._deadline.expired:
             return
+        if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _DAMAGED:
+            raise IntegrityError(
+                f"{self._db_path} is damaged ({exc}); the query is not at fault. Restore the "
+                "store from a copy, or re-import its sources into a new one",
+                path=str(self._db_path),
+            ) from exc
         hint = ""
         if "not authorized" in str(exc) or "readonly" in str(exc):
             hint = " -- ms is read-only: writes, DDL, ATTACH/DETACH and writing pragmas are refused"
