@@ -236,3 +236,36 @@ def test_a_run_keeps_its_turns_searchable(
     finally:
         conn.close()
     assert found == 1
+
+
+def test_an_agent_that_cannot_open_its_store_closes_the_backend_it_made(
+    tmp_path: Path, openai_server: ScriptedOpenAIServer
+) -> None:
+    from scrollctx.agent import register, unregister
+    from scrollctx.agent.backends._openai import OpenAIBackend
+    from scrollctx.errors import ScrollError
+
+    made: list[Backend] = []
+    closed: list[Backend] = []
+
+    class Recorded(OpenAIBackend):
+        name = "recorded"
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+        def close(self) -> None:
+            closed.append(self)
+            super().close()
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "history.db").write_bytes(b"this is not an SQLite file" * 100)
+    register("recorded", Recorded)
+    try:
+        with pytest.raises(ScrollError):
+            Agent(model="recorded:m", store=store, environ=openai_server.environ)
+    finally:
+        unregister("recorded")
+    assert len(made) == 1 and closed == made

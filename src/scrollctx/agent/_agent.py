@@ -185,7 +185,12 @@ class Agent:
         self._user_tools: list[UserTool] = [
             t if isinstance(t, UserTool) else tool(t) for t in tools
         ]
-        self.log = EventLog.open(self.config.db_path)
+        try:
+            self.log = EventLog.open(self.config.db_path)
+        except BaseException:
+            if self.owns_backend:  # nothing else will close what this agent made
+                self.backend.close()
+            raise
 
     # -- tools -----------------------------------------------------------------------------
 
