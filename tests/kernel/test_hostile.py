@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import select
 import socket
 from pathlib import Path
 
@@ -761,6 +762,40 @@ def test_store_secrets_and_other_sessions_are_unreadable(tmp_path: Path) -> None
         )
         assert "sk-store-secret" not in render_observation(result)
         assert_host_unharmed(session, before)
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_a_worker_that_stops_itself_is_killed_and_replaced(own: Session) -> None:
+    # SIGSTOP cannot be caught or ignored, and a stopped worker answers nothing: the host's
+    # deadline and the process-group SIGKILL still end it.
+    result, before = attack(own, "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)")
+    assert result.namespace_lost and result.timed_out
+    assert result.error is not None and "the worker was killed" in result.error
+    assert_only_restart_logged(own, before)
+
+
+def test_threads_left_spinning_between_cells_get_the_worker_killed(tmp_path: Path) -> None:
+    # A cell's timeout ends with the cell; a thread it leaves busy would use CPU for as long as
+    # the session lives. The host budgets CPU between cells and ends such a worker.
+    session = open_session(tmp_path, sandbox=SandboxPolicy(limits=Limits(idle_cpu=0.5)))
+    try:
+        cell = (
+            "import threading\ndef spin():\n    while True:\n        pass\n"
+            "threading.Thread(target=spin, daemon=True).start()\nprint('returned')"
+        )
+        result, before = attack(session, cell)
+        assert result.stdout == "returned\n"
+        pid = session.kernel.pid or 0
+        exited = os.pidfd_open(pid)  # readable once the process has ended
+        select.select([exited], [], [], 60)
+        os.close(exited)
+        follow = session.kernel.run_cell("print('after')")
+        assert follow.stdout == "after\n" and follow.namespace_lost
+        assert follow.kernel_notice is not None
+        assert "CPU while no cell was running" in follow.kernel_notice
+        assert_only_restart_logged(session, before)
     finally:
         session.kernel.close()
         session.log.close()

@@ -9,7 +9,8 @@ Guarantees (on Linux with every layer holding, i.e. the ``strict`` profile's con
   integer length included), a bad frame gets the worker killed and restarted, and replies for
   other requests are dropped; nothing the worker sends raises out of :meth:`Kernel.run_cell`;
 - the host caps the worker's threads (``pids`` cgroup, where writable) and kills a worker that
-  writes past its scratch quota or leaves the disk under its floor (:mod:`._quota`);
+  writes past its scratch quota, leaves the disk under its floor or burns CPU between cells
+  (:mod:`._quota`);
 - a cell past its timeout is interrupted (namespace kept); one that ignores the interrupt for the
   grace period, or a worker that dies, is killed and restarted, and the observation says the
   namespace was lost;
@@ -205,6 +206,7 @@ class Kernel:
         self.ms_state = ms_state[:500] if isinstance(ms_state, str) else "unknown"
         self.status = status
         self._worker = worker
+        worker.set_busy(False)
         if not status.holds:
             self._discard()  # fail closed: no unconfined worker is left running
         self.journal.sandbox(status, reason)
@@ -286,8 +288,10 @@ class Kernel:
             "stderr_cap": self.stderr_cap,
         }
         try:
+            worker.set_busy(True)
             worker.send(request, started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
+            worker.set_busy(False)
             return self._result(reply, started, limit, interrupted, notice)
         except (_Killed, CellTimeout):
             killed = _killed_text(limit, self.grace)
@@ -433,12 +437,13 @@ def _check_scratch(scratch: Path, db_path: Path | None) -> None:
 
 def _host_limits(worker: WorkerProcess) -> str:
     # What the host enforces from outside the worker, added to the rlimits layer's detail.
-    if worker.disk is None:
+    watch = worker.watch
+    if watch is None:
         return worker.tasks.detail
     return (
-        f"{worker.tasks.detail}; scratch writes watched by the host "
-        f"(quota {worker.disk.quota // 1024**2:,} MiB, {worker.disk.floor // 1024**2:,} MiB "
-        "kept free)"
+        f"{worker.tasks.detail}; watched by the host: scratch writes (quota "
+        f"{watch.quota // 1024**2:,} MiB, {watch.floor // 1024**2:,} MiB kept free), CPU between "
+        f"cells ({watch.idle_cpu:g} s)"
     )
 
 

@@ -3,7 +3,8 @@
 Five layers confine the worker; each is applied before any model code runs and self-tested:
 
 - ``rlimits``: address space, file size, open files, no core dumps; and, from the host, a thread
-  cap (a ``pids`` cgroup, where writable) and a watch on scratch writing and free disk;
+  cap (a ``pids`` cgroup, where writable) and a watch on scratch writing, free disk and CPU
+  used between cells;
 - ``netns``: a private network namespace (only a downed ``lo``);
 - ``caps``: every Linux capability dropped (a root worker cannot override permissions, change
   owners, set immutable flags, do raw I/O or administer anything);
@@ -67,6 +68,8 @@ class Limits:
     """Bytes one worker may write to scratch over its life before the host kills it."""
     disk_floor: int = 1024**3
     """Free bytes the host keeps on the scratch file system (at most half of what was free)."""
+    idle_cpu: float = 10.0
+    """CPU seconds the worker may use between two cells (threads a cell left running)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from typing import Any
 from scrollctx.errors import CellTimeout, WorkerCrashed
 from scrollctx.kernel._frames import FrameReader, encode_frame
 from scrollctx.kernel._policy import Limits
-from scrollctx.kernel._quota import DiskWatch
+from scrollctx.kernel._quota import WorkerWatch
 from scrollctx.kernel._tasks import TaskCap, cap_tasks
 
 __all__ = ["WorkerProcess", "default_python", "describe_exit", "worker_environment"]
@@ -125,12 +125,13 @@ class WorkerProcess:
             if limits is not None
             else TaskCap(None, "threads not capped: the profile applies no limits")
         )
-        self.disk = (
-            DiskWatch(
+        self.watch = (
+            WorkerWatch(
                 self.proc.pid,
                 scratch,
                 quota=limits.scratch_writes,
                 floor=limits.disk_floor,
+                idle_cpu=limits.idle_cpu,
                 kill=lambda: self._signal(signal.SIGKILL, group=True),
             )
             if limits is not None
@@ -164,6 +165,11 @@ class WorkerProcess:
             except BrokenPipeError as exc:
                 raise WorkerCrashed(f"the worker is gone ({self.exit_text()})") from exc
 
+    def set_busy(self, busy: bool) -> None:
+        """Tell the watch whether a cell runs (idle CPU is budgeted only between cells)."""
+        if self.watch is not None:
+            self.watch.busy = busy
+
     def interrupt(self) -> None:
         """Send SIGINT (a running cell gets ``KeyboardInterrupt``)."""
         self._signal(signal.SIGINT)
@@ -178,8 +184,8 @@ class WorkerProcess:
             self.proc.wait()
         self._close_pipes()
         self.tasks.remove()
-        if self.disk is not None:
-            self.disk.stop()
+        if self.watch is not None:
+            self.watch.stop()
 
     def stop(self, timeout: float = 1.0) -> None:
         """Ask the worker to exit; kill it if it does not within ``timeout`` seconds."""
@@ -198,8 +204,8 @@ class WorkerProcess:
         except subprocess.TimeoutExpired:
             code = None
         text = describe_exit(code)
-        if self.disk is not None and self.disk.reason:
-            text += f" by the host, because {self.disk.reason}"
+        if self.watch is not None and self.watch.reason:
+            text += f" by the host, because {self.watch.reason}"
         return text
 
     def _signal(self, signum: int, *, group: bool = False) -> None:

@@ -1,18 +1,22 @@
-"""Watch one worker's disk use from the host and kill it before it can fill the disk.
+"""Watch one worker from the host and kill it before it fills the disk or burns CPU unseen.
 
 ``RLIMIT_FSIZE`` caps one file, not how many files a cell writes to scratch, and Landlock cannot
-count bytes. A daemon thread in the host therefore checks, every :data:`POLL_SECONDS` while the
-worker lives (between cells too, for threads a cell left running):
+count bytes; a thread a cell leaves running keeps using CPU after the cell's timeout no longer
+applies. A daemon thread in the host therefore checks, every :data:`POLL_SECONDS` while the
+worker lives (between cells too):
 
 - the bytes the worker sent to storage, from ``/proc/<pid>/io`` (``write_bytes`` minus
   ``cancelled_write_bytes``, counted when pages are dirtied, so before they reach the disk; the
   worker can write nowhere but scratch, so this is its scratch writing); over the quota, it is
   killed;
 - the free space and free inodes of the scratch file system; below the floor (at most half of
-  what was free when the worker started), it is killed, whatever filled the disk.
+  what was free when the worker started), it is killed, whatever filled the disk;
+- while no cell runs (the host says so with :attr:`WorkerWatch.busy`), the CPU time the worker
+  uses, from ``/proc/<pid>/stat``: over the idle budget since the last cell ended (threads a cell
+  left spinning), it is killed.
 
-The kill is ``SIGKILL`` to the worker's process group; :attr:`DiskWatch.reason` says why, and the
-host puts that in the observation. Overshoot is bounded by what a process can write in one poll.
+The kill is ``SIGKILL`` to the worker's process group; :attr:`WorkerWatch.reason` says why, and
+the host puts that in the observation. Overshoot is bounded by what a process does in one poll.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["POLL_SECONDS", "DiskWatch", "written_bytes"]
+__all__ = ["POLL_SECONDS", "WorkerWatch", "cpu_seconds", "written_bytes"]
 
 POLL_SECONDS = 0.05
 
@@ -40,14 +44,31 @@ def written_bytes(pid: int) -> int | None:
         return None
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of process ``pid`` (all its threads), if the kernel says."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) "; comm may hold spaces
+    try:
+        return (int(fields[11]) + int(fields[12])) / _TICKS
+    except (IndexError, ValueError):
+        return None
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
 def _free(path: Path) -> tuple[int, int | None]:
     stats = os.statvfs(path)
     inodes = stats.f_favail if stats.f_files else None
     return stats.f_bavail * stats.f_frsize, inodes
 
 
-class DiskWatch:
-    """Kills a worker (through ``kill``) that writes too much or leaves the disk too full."""
+class WorkerWatch:
+    """Kills a worker (through ``kill``) that writes too much, leaves the disk too full, or
+    uses more than ``idle_cpu`` seconds of CPU while no cell runs."""
 
     def __init__(
         self,
@@ -56,9 +77,13 @@ class DiskWatch:
         *,
         quota: int,
         floor: int,
+        idle_cpu: float,
         kill: Callable[[], None],
     ) -> None:
         self.pid = pid
+        self.idle_cpu = idle_cpu
+        self._busy = True  # booting counts as busy: imports and self-tests use CPU
+        self._idle_since: float | None = None
         self.scratch = scratch
         self.quota = quota
         self.reason: str | None = None
@@ -69,6 +94,16 @@ class DiskWatch:
         self.inode_floor = None if inodes is None else min(10_000, inodes // 2)
         self._thread = threading.Thread(target=self._watch, name="scroll-worker-disk", daemon=True)
         self._thread.start()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a cell (or the boot) is running; set by the host around each cell."""
+        return self._busy
+
+    @busy.setter
+    def busy(self, value: bool) -> None:
+        self._busy = value
+        self._idle_since = None if value else cpu_seconds(self.pid)
 
     def stop(self) -> None:
         """Stop watching (the worker has ended)."""
@@ -84,6 +119,15 @@ class DiskWatch:
 
     def check(self) -> str | None:
         """Return why the worker must be killed now, or ``None``."""
+        idle_since = self._idle_since
+        if not self._busy and idle_since is not None:
+            used = (cpu_seconds(self.pid) or idle_since) - idle_since
+            if used > self.idle_cpu:
+                return (
+                    f"it used {used:.1f} s of CPU while no cell was running (over the "
+                    f"{self.idle_cpu:g} s allowed between cells): a cell left threads running; "
+                    "join your threads before the cell ends"
+                )
         written = written_bytes(self.pid)
         if written is not None and written > self.quota:
             return (
