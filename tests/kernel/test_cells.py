@@ -159,3 +159,9 @@ def test_undecodable_text_and_huge_errors_do_not_cost_the_namespace(shared: Sess
     assert huge.error is not None and len(huge.error) < 25_000
     assert "characters cut" in huge.error and not huge.namespace_lost
     assert kernel.run_cell("print(survivor)").stdout == "kept\n"
+
+
+def test_duration_covers_the_cell_and_its_wait(shared: Session) -> None:
+    quick = shared.kernel.run_cell("pass")
+    slow = shared.kernel.run_cell("import time\ntime.sleep(0.2)")
+    assert 0 < quick.duration and slow.duration >= 0.2
