@@ -168,8 +168,11 @@ class HeadlineStripper:
     """Strip headline lines from a stream of text deltas (for live display).
 
     Complete lines pass through at once unless they are marker lines; a partial line is held
-    back only while it could still become one (it starts with a marker, a comment opener or a
-    backtick). Call :meth:`finish` at the end of the stream for the rest.
+    back only while it could still become one (it starts with a marker, a comment opener, or
+    Markdown that may precede one: ``>``, ``-``, ``*``, ``_``, ``~``, a backtick), so such a
+    line shows once it is complete. A headline appended to a line of prose is not caught here
+    (only :func:`strip_headline` sees it, on the complete text). Call :meth:`finish` at the end
+    of the stream for the rest.
     """
 
     def __init__(self) -> None:
