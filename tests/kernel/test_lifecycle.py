@@ -125,3 +125,22 @@ def test_a_worker_that_cannot_start_raises_worker_crashed(tmp_path: Path) -> Non
     with pytest.raises(WorkerCrashed, match="failed to start"):
         kernel.start()
     kernel.close()
+
+
+def test_worker_exits_when_the_host_goes_away_despite_threads_left_running(
+    own: Session,
+) -> None:
+    # A host that dies closes its pipe ends; the worker must not linger for a thread a cell
+    # started (Python would wait for a non-daemon thread at shutdown, with nobody watching).
+    kernel = own.kernel
+    kernel.run_cell(
+        "import threading, time\nthreading.Thread(target=time.sleep, args=(3600,)).start()"
+    )
+    pid = kernel.pid or 0
+    exited = os.pidfd_open(pid)
+    worker = kernel._worker
+    assert worker is not None
+    worker._close_pipes()  # what the host's death does to the worker's control pipe
+    assert select.select([exited], [], [], 30)[0], "the worker outlived its host"
+    os.close(exited)
+    assert kernel.run_cell("print('after')").stdout == "after\n"

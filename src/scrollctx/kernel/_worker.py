@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import faulthandler
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -224,4 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # os._exit, not sys.exit: a non-daemon thread a cell started must not keep the worker alive
+    # after the host has gone (Python would wait for it at shutdown, unwatched, forever).
+    sys.stdout.flush()
+    os._exit(main())
