@@ -117,3 +117,18 @@ def test_console_script_exec(store: Path) -> None:
         check=False,
     )
     assert (done.returncode, done.stdout) == (0, "stdout:\n42\n")
+
+
+def test_exec_escapes_control_characters_on_a_terminal_only(
+    store: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A hostile cell's escape sequences (OSC 52 writes the clipboard; \r hides a line) must not
+    # reach the user's terminal raw; piped output stays exactly what the model sees.
+    cell = "print('\\x1b]52;c;cm0gLXJmIH4=\\x07visible\\rhidden')"
+    assert run(["exec", cell, "--store", str(store)]) == 0
+    assert "\x1b]52;c;" in capsys.readouterr().out
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    assert run(["exec", cell, "--store", str(store)]) == 0
+    shown = capsys.readouterr().out
+    assert "\x1b" not in shown and "\r" not in shown and "\x07" not in shown
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07visible\\x0dhidden" in shown

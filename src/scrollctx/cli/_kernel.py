@@ -4,7 +4,9 @@
 is that text) and exits 0 whenever a cell ran, whatever it did: its error is part of the
 observation, as in the agent loop. It exits 2 when the sandbox refused the cell (a required layer
 does not hold here; the observation and the error name the opt-out). ``scroll kernel doctor``
-exits 0 when the strict profile holds here and 2 when it would refuse cells.
+exits 0 when the strict profile holds here and 2 when it would refuse cells. On a terminal, the
+control characters a cell printed (escape sequences that could retitle the window, write the
+clipboard or hide text) are shown as ``\\x1b``-style escapes; piped output is the exact text.
 """
 
 from __future__ import annotations
@@ -37,6 +39,16 @@ _layer_option = click.option(
 def _slug(text: str) -> str:
     # The session id names a folder: keep it one plain path component.
     return re.sub(r"[^A-Za-z0-9_-]", "_", text)[:80] or "exec"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _terminal_safe(text: str, *, is_terminal: bool) -> str:
+    """Return ``text`` with control characters (but newline and tab) escaped for a terminal."""
+    if not is_terminal:
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _read_source(code: str | None, file: Path | None) -> str:
@@ -91,7 +103,7 @@ def exec_cell(
                         scratch=scratch, sandbox=policy, timeout=timeout)  # fmt: skip
         with kernel:
             result = kernel.run_cell(source)
-    click.echo(render(result))
+    click.echo(_terminal_safe(render(result), is_terminal=sys.stdout.isatty()))
     if result.refused and kernel.status is not None:
         raise SandboxUnavailable(
             "the cell was refused: required sandbox layer(s) "
