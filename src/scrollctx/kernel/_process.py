@@ -193,8 +193,8 @@ class WorkerProcess:
             try:
                 self.send({"op": "shutdown"}, time.monotonic() + timeout)
                 self.proc.wait(timeout=timeout)
-            except (CellTimeout, WorkerCrashed, subprocess.TimeoutExpired):
-                pass
+            except (CellTimeout, WorkerCrashed, subprocess.TimeoutExpired, OSError):
+                pass  # it is killed below whatever went wrong (OSError: pipes already closed)
         self.kill()
 
     def exit_text(self) -> str:
