@@ -369,3 +369,9 @@ def test_a_file_in_the_way_of_the_store_folder_is_a_store_error(tmp_path: Path) 
         EventLog.open(blocker / "history.db")
     assert not isinstance(info.value, IntegrityError)
     assert blocker.read_text(encoding="utf-8") == "not a folder"
+
+
+def test_a_folder_where_the_log_file_should_be_is_a_store_error(store_dir: Path) -> None:
+    (store_dir / "history.db").mkdir()
+    with pytest.raises(StoreError, match="is a folder"):
+        EventLog.open(store_dir / "history.db")

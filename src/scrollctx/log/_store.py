@@ -114,6 +114,8 @@ class EventLog:
                 f"cannot create the store folder {path.parent}: {exc.strerror or exc}; "
                 "point --store at a folder you can write"
             ) from exc
+        if path.is_dir():
+            raise StoreError(f"{path} is a folder, not an Event Log file; move it aside")
         _check_header(path)
         try:
             conn = _connect(path)
