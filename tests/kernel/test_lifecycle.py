@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -144,3 +147,42 @@ def test_worker_exits_when_the_host_goes_away_despite_threads_left_running(
     assert select.select([exited], [], [], 30)[0], "the worker outlived its host"
     os.close(exited)
     assert kernel.run_cell("print('after')").stdout == "after\n"
+
+
+_HOST = """
+import sys
+from scrollctx.kernel import Kernel
+kernel = Kernel(scratch=sys.argv[1], timeout=600)
+kernel.start()
+print(kernel.pid, flush=True)
+kernel.run_cell("open('busy', 'w').write('now')\\nwhile True:\\n    pass")
+"""
+
+
+def test_worker_busy_in_a_cell_exits_when_its_host_is_killed(tmp_path: Path) -> None:
+    # A host killed outright cannot interrupt its worker; the worker's own watch on the control
+    # pipe ends it instead of leaving a spinning orphan behind.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    os.mkfifo(scratch / "busy")
+    host = subprocess.Popen([sys.executable, "-c", _HOST, str(scratch)], stdout=subprocess.PIPE)
+    assert host.stdout is not None
+    pid = int(host.stdout.readline())
+    exited = os.pidfd_open(pid)
+    groups = Path(f"/proc/{pid}/cgroup").read_text()
+    try:
+        assert (scratch / "busy").read_text() == "now"  # the cell is running its loop
+        host.kill()
+        host.wait()
+        assert select.select([exited], [], [], 30)[0], "the worker outlived its host"
+    finally:
+        os.close(exited)
+        host.stdout.close()
+        if os.path.exists(f"/proc/{pid}/status"):
+            os.kill(pid, signal.SIGKILL)
+        for line in groups.splitlines():  # the dead host could not remove its pids cgroup
+            if f"scroll-worker-{pid}" in line:
+                relative = line.split(":", 2)[2].lstrip("/")
+                for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+                    with contextlib.suppress(OSError):
+                        Path(root, relative).rmdir()

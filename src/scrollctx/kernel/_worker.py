@@ -6,7 +6,8 @@ Started by the host as ``python -I -m scrollctx.kernel._worker --fd-in N --fd-ou
 2. import everything the session needs while the file system is still open;
 3. apply the sandbox layers and self-test them (:mod:`scrollctx.kernel._sandbox`);
 4. open ``ms`` read-only (after Landlock, so SQLite's ``-shm`` mapping is read-only too);
-5. send ``ready`` with each layer's status, then serve ``cell`` frames until ``shutdown``.
+5. send ``ready`` with each layer's status, start a thread that exits the worker once the host's
+   end of the control pipe is gone, then serve ``cell`` frames until ``shutdown``.
 
 If the policy is strict and a layer does not hold, the worker refuses every cell itself as well
 (the host refuses first; this is the second lock).
@@ -18,8 +19,10 @@ import argparse
 import builtins
 import faulthandler
 import os
+import select
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -203,6 +206,19 @@ def _helpers() -> dict[str, Any]:
     return {"days_between": days_between, "or_terms": or_terms}
 
 
+def _exit_with_host(fd_in: int) -> None:
+    # Started after the sandbox holds (so the thread is confined too). Blocks in poll, using no
+    # CPU; once every writer of the control pipe is gone (the host died or killed its end), the
+    # worker exits even if a cell is still running: no worker outlives its host unwatched. A
+    # cell that holds the GIL in C code delays this until it lets go.
+    poller = select.poll()
+    poller.register(fd_in, 0)  # POLLHUP, POLLERR and POLLNVAL are always reported
+    quit_now = os._exit
+    while True:
+        if poller.poll():
+            quit_now(0)
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="scrollctx.kernel._worker")
     parser.add_argument("--fd-in", type=int, required=True)
@@ -218,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     worker = Worker(args.fd_in, args.fd_out)
     try:
         worker.boot()
+        threading.Thread(
+            target=_exit_with_host, args=(args.fd_in,), name="scroll-host-watch", daemon=True
+        ).start()
         worker.serve()
     except WorkerCrashed:
         return 0  # the host closed the pipe: nothing is left to serve
