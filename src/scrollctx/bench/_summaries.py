@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from scrollctx.agent import Backend, ChatRequest
 from scrollctx.bench._histories import SessionTransform
-from scrollctx.errors import BadResponse
+from scrollctx.errors import BadResponse, ContextTooLong
 from scrollctx.log import NewEvent
 from scrollctx.view import estimate_tokens
 
@@ -48,26 +48,50 @@ class Summarizer:
         self.words = words
 
     def update(self, summary: str, text: str) -> tuple[str, int, int]:
-        """Fold ``text`` into ``summary``; return (new summary, tokens in, tokens out)."""
+        """Fold ``text`` into ``summary``; return (new summary, tokens in, tokens out).
+
+        A chunk the backend rejects as too long (a small local window) is halved and retried,
+        down to a single line; a single line that still does not fit re-raises.
+        """
         tokens_in = tokens_out = 0
-        for chunk in _chunks(text, self.chunk_tokens):
-            prompt = _UPDATE_PROMPT.format(
-                words=self.words, summary=summary or "(empty)", text=chunk
-            )
-            request = ChatRequest(
-                messages=[{"role": "user", "content": prompt}], options={"temperature": 0.0}
-            )
-            completion = self.backend.complete(request)
-            if completion.usage is not None:
-                tokens_in += completion.usage.prompt_tokens
-                tokens_out += completion.usage.completion_tokens
-            if not completion.text.strip():
-                raise BadResponse(
-                    "the summarizer model returned an empty summary; check the model",
-                    backend=self.backend.name,
-                )
-            summary = completion.text.strip()
+        pending = _chunks(text, self.chunk_tokens)
+        while pending:
+            chunk = pending.pop(0)
+            try:
+                summary, used_in, used_out = self._fold(summary, chunk)
+            except ContextTooLong:
+                halves = _halves(chunk)
+                if halves is None:
+                    raise
+                pending[:0] = halves
+                continue
+            tokens_in += used_in
+            tokens_out += used_out
         return summary, tokens_in, tokens_out
+
+    def _fold(self, summary: str, chunk: str) -> tuple[str, int, int]:
+        prompt = _UPDATE_PROMPT.format(words=self.words, summary=summary or "(empty)", text=chunk)
+        request = ChatRequest(
+            messages=[{"role": "user", "content": prompt}], options={"temperature": 0.0}
+        )
+        completion = self.backend.complete(request)
+        if not completion.text.strip():
+            raise BadResponse(
+                "the summarizer model returned an empty summary; check the model",
+                backend=self.backend.name,
+            )
+        usage = completion.usage
+        used = (usage.prompt_tokens, usage.completion_tokens) if usage is not None else (0, 0)
+        return completion.text.strip(), *used
+
+
+def _halves(chunk: str) -> list[str] | None:
+    """Split a chunk into two pieces on a line boundary, or ``None`` for a single line."""
+    lines = chunk.split("\n")
+    if len(lines) < 2:
+        return None
+    middle = len(lines) // 2
+    return ["\n".join(lines[:middle]), "\n".join(lines[middle:])]
 
 
 def _chunks(text: str, limit: int) -> list[str]:
