@@ -7,7 +7,7 @@ import json
 import click
 import pytest
 
-from scrollctx.cli._app import invoke, make_group
+from scrollctx.cli._app import invoke, make_group, terminal_safe
 from scrollctx.errors import IntegrityError, UsageError
 
 
@@ -74,3 +74,36 @@ def test_interrupt_exits_130() -> None:
         raise KeyboardInterrupt
 
     assert invoke(_group_with(interrupt), ["probe"]) == 130
+
+
+def test_terminal_safe_escapes_control_sequences_only_for_a_terminal() -> None:
+    hostile = "ok\tcol\n\x1b]52;c;cGF5bG9hZA==\x07\x9bred"
+    assert terminal_safe(hostile, is_terminal=False) == hostile
+    assert (
+        terminal_safe(hostile, is_terminal=True) == "ok\tcol\n\\x1b]52;c;cGF5bG9hZA==\\x07\\x9bred"
+    )
+
+
+def test_the_agent_step_view_never_writes_raw_escapes_to_a_terminal() -> None:
+    import io
+
+    from rich.console import Console
+
+    from scrollctx.agent import ToolStep
+    from scrollctx.cli._agent import _StepView
+
+    screen = io.StringIO()
+    view = _StepView()
+    view.console = Console(file=screen, force_terminal=True, color_system=None, width=200)
+    view.show(
+        ToolStep(
+            seq=1,
+            step_index=0,
+            tool="repl_exec",
+            args={},
+            observation="stdout:\n\x1b]0;owned\x07title",
+            ok=True,
+        )
+    )
+    assert "\x1b]0;owned" not in screen.getvalue()
+    assert "\\x1b]0;owned\\x07title" in screen.getvalue()

@@ -33,7 +33,7 @@ from scrollctx.agent import (
     RunStarted,
     ToolStep,
 )
-from scrollctx.cli._app import json_option, store_option, warn
+from scrollctx.cli._app import json_option, store_option, terminal_safe, warn
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
 from scrollctx.kernel import PROFILES
@@ -127,6 +127,8 @@ class _StepView:
 
     def line(self, text: str, style: str = "") -> None:
         if self.console is not None:
+            # Observations and model text are untrusted: no raw escape sequences on a terminal.
+            text = terminal_safe(text, is_terminal=True)
             self.console.print(text, style=style or None, markup=False)
         else:
             warn(text)
@@ -199,8 +201,13 @@ def _result(finished: RunFinished, as_json: bool) -> int:
         }
         click.echo(json.dumps(document, ensure_ascii=False))
     elif finished.answer is not None:
-        click.echo(finished.answer)
+        _echo_answer(finished.answer)
     return 0 if finished.ok else 1
+
+
+def _echo_answer(answer: str) -> None:
+    """Print an answer on stdout; on a terminal, escape control characters the model wrote."""
+    click.echo(terminal_safe(answer, is_terminal=sys.stdout.isatty()))
 
 
 @click.command(name="run")
@@ -292,7 +299,7 @@ def chat_command(
                   f"{chat.session_id}); /exit to leave")  # fmt: skip
         for message in _messages():
             finished = _drive(chat.iter_send(message), view)
-            click.echo(finished.answer if finished.answer is not None else "")
+            _echo_answer(finished.answer if finished.answer is not None else "")
     return 0
 
 

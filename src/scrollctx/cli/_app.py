@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -18,9 +19,19 @@ import click
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import ScrollError
 
-__all__ = ["emit", "invoke", "json_option", "make_group", "store_option", "warn"]
+__all__ = [
+    "emit",
+    "invoke",
+    "json_option",
+    "make_group",
+    "store_option",
+    "terminal_safe",
+    "warn",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def make_group() -> click.Group:
@@ -67,6 +78,17 @@ def emit(data: Any, *, as_json: bool, human: Callable[[Any], str]) -> None:
         text = human(data)
         if text:
             click.echo(text)
+
+
+def terminal_safe(text: str, *, is_terminal: bool) -> str:
+    """Escape control characters (but newline and tab) in text bound for a terminal.
+
+    Cell output and model text are untrusted: an escape sequence could retitle the window,
+    write the clipboard or hide text. Piped output keeps the exact text.
+    """
+    if not is_terminal:
+        return text
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def warn(message: str) -> None:

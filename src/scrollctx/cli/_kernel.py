@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from scrollctx.cli._app import emit, json_option, store_option
+from scrollctx.cli._app import emit, json_option, store_option, terminal_safe
 from scrollctx.config import Config
 from scrollctx.errors import SandboxUnavailable, StoreError, UsageError
 from scrollctx.kernel import LAYERS, PROFILES, DoctorReport, Kernel, SandboxPolicy, doctor
@@ -39,16 +39,6 @@ _layer_option = click.option(
 def _slug(text: str) -> str:
     # The session id names a folder: keep it one plain path component.
     return re.sub(r"[^A-Za-z0-9_-]", "_", text)[:80] or "exec"
-
-
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _terminal_safe(text: str, *, is_terminal: bool) -> str:
-    """Return ``text`` with control characters (but newline and tab) escaped for a terminal."""
-    if not is_terminal:
-        return text
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _read_source(code: str | None, file: Path | None) -> str:
@@ -103,7 +93,7 @@ def exec_cell(
                         scratch=scratch, sandbox=policy, timeout=timeout)  # fmt: skip
         with kernel:
             result = kernel.run_cell(source)
-    click.echo(_terminal_safe(render(result), is_terminal=sys.stdout.isatty()))
+    click.echo(terminal_safe(render(result), is_terminal=sys.stdout.isatty()))
     if result.refused and kernel.status is not None:
         raise SandboxUnavailable(
             "the cell was refused: required sandbox layer(s) "
