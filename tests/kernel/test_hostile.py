@@ -617,10 +617,12 @@ def test_filling_the_disk_through_scratch_kills_the_worker(tmp_path: Path) -> No
             "    n += 1"
         )
         result, before = attack(session, cell)
-        assert result.namespace_lost and not result.timed_out
+        assert result.namespace_lost and not result.timed_out, result.error
         assert result.error is not None and f"over the {quota:,}-byte quota" in result.error
         written = sum(p.stat().st_size for p in (tmp_path / "scratch").glob("fill-*"))
-        assert quota < written < quota * 8
+        # The watch polls every 50 ms; on a loaded machine a poll can come late, so the bound
+        # is generous: the point is that writing stops, not how soon.
+        assert quota < written < quota * 32, written
         assert_only_restart_logged(session, before)
     finally:
         session.kernel.close()
