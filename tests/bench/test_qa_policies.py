@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from scrollctx.bench._histories import build_base_store, carried_index, copy_store
 from scrollctx.bench._policies import WindowPolicy, scroll_policy
 from scrollctx.bench._questions import longmemeval_questions
-from scrollctx.log import EventLog
-from scrollctx.view import INDEX_HEADER, EvictionIndex
+from scrollctx.log import EventLog, NewEvent
+from scrollctx.view import INDEX_HEADER, EvictionIndex, estimate_tokens
 
 FIXTURES = Path(__file__).resolve().parents[1] / "ingest" / "fixtures"
 
@@ -68,6 +69,18 @@ def test_carried_index_opens_the_probe_view(tmp_path: Path) -> None:
             "ORDER BY seq"
         )
         assert [r["session_id"] for r in rows] == ["bench:ingest", "probe-1"]
+
+
+def test_a_transformed_store_counts_the_original_history_as_its_corpus(tmp_path: Path) -> None:
+    question = longmemeval_questions(FIXTURES / "longmemeval_mini.json", tmp_path, limit=1)[0]
+
+    def one_line_per_session(events: list[NewEvent]) -> tuple[list[NewEvent], int, int]:
+        return [dataclasses.replace(events[0], content="short", dedup_key="summary")], 7, 3
+
+    raw = build_base_store(question.history, tmp_path / "raw")
+    lossy = build_base_store(question.history, tmp_path / "lossy", transform=one_line_per_session)
+    assert (lossy.events, lossy.ingest_tokens_in, lossy.ingest_tokens_out) == (3, 21, 9)
+    assert lossy.corpus_tokens == raw.corpus_tokens > 3 * estimate_tokens("short")
 
 
 def test_the_noindex_store_holds_no_index_at_all(tmp_path: Path) -> None:
