@@ -12,13 +12,13 @@ that hold its evidence. Turn ids are strings: LoCoMo ``D<session>:<turn>`` and B
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scrollctx.bench._files import read_json
 from scrollctx.errors import UsageError
 
 __all__ = [
@@ -130,7 +130,7 @@ def resolve_evidence(evidence: Iterable[Any], known: Iterable[str]) -> frozenset
 
 def load_locomo(path: Path) -> list[LocomoConversation]:
     """Read ``locomo10.json`` and return its conversations with their scored probes."""
-    samples = _read_json(path)
+    samples = read_json(path)
     if not isinstance(samples, list):
         raise UsageError(f"{path} is not a LoCoMo file (expected a JSON list of samples)")
     return [_locomo_conversation(sample, path) for sample in samples]
@@ -212,9 +212,9 @@ def beam_chats(root: Path, sizes: Iterable[str]) -> list[BeamChat]:
 
 def _beam_chat(size: str, folder: Path) -> BeamChat:
     chat_path = folder / "chat.json"
-    turn_ids = frozenset(_beam_message_ids(_read_json(chat_path)))
+    turn_ids = frozenset(_beam_message_ids(read_json(chat_path)))
     questions_path = folder / "probing_questions" / "probing_questions.json"
-    questions = _read_json(questions_path) if questions_path.is_file() else {}
+    questions = read_json(questions_path) if questions_path.is_file() else {}
     counts = LabelCounts()
     probes = []
     for ability, items in questions.items():
@@ -256,13 +256,3 @@ def _beam_probe(
         counts.exclude("no resolvable source_chat_ids")
         return None
     return Probe(f"{chat_key}#{ability}/{index}", str(item.get("question", "")), gold, ability)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        with path.open(encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError as exc:
-        raise UsageError(f"benchmark file not found: {path}; pass --data DIR") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc}); check the file") from exc

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scrollctx.bench._files import read_json
 from scrollctx.errors import FormatError, UsageError
 from scrollctx.ingest import iter_array
 from scrollctx.ingest._turns import natural_key
@@ -139,18 +140,6 @@ def _write_single(folder: Path, name: str, record: Any) -> Path:
     return target
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        with path.open(encoding="utf-8") as handle:
-            return json.load(handle)
-    except FileNotFoundError as exc:
-        raise UsageError(f"benchmark file not found: {path}; pass --data DIR") from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise FormatError(
-            f"{path} is not valid JSON ({exc}); check the file", path=str(path)
-        ) from exc
-
-
 # -- LongMemEval -----------------------------------------------------------------------------
 
 
@@ -228,7 +217,7 @@ def _beam_iter(
     if available_only:
         chats = [p for p in chats if (p / "chat.json").is_file()]
     for chat in sorted(chats, key=lambda p: natural_key(p.name)):
-        data = _read_json(chat / "probing_questions" / "probing_questions.json")
+        data = read_json(chat / "probing_questions" / "probing_questions.json")
         if not isinstance(data, dict):
             raise FormatError(f"{chat} probing_questions.json is not a JSON object")
         chat_file = chat / "chat.json"
@@ -280,7 +269,7 @@ def locomo_questions(
     in ``extra`` (the official run offers both as a two-option choice).
     """
     wanted = _check_categories("locomo", categories)
-    samples = _read_json(Path(path))
+    samples = read_json(Path(path))
     if not isinstance(samples, list):
         raise FormatError(f"{path} is not a LoCoMo file (expected a JSON list of samples)")
     folder = work_dir / "histories" / "locomo"
