@@ -193,3 +193,10 @@ def test_a_local_model_smoke_run_and_its_report(shared_data: Path, tmp_path: Pat
     assert report.returncode == 0, report.stderr
     markdown = (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
     assert "| category | scroll |" in markdown and "| **overall** |" in markdown
+
+
+def test_the_cli_offers_exactly_the_systems_the_bench_layer_runs() -> None:
+    from scrollctx.bench import QA_SYSTEMS
+    from scrollctx.cli._bench_qa import _SYSTEM_NAMES
+
+    assert _SYSTEM_NAMES == QA_SYSTEMS

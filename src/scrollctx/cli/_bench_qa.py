@@ -21,6 +21,8 @@ from scrollctx.errors import UsageError
 
 __all__ = ["register_qa"]
 
+# The names of scrollctx.bench.SYSTEMS, spelled out so that building the CLI (every `scroll`
+# command) does not import the bench layer; tests/bench/test_qa_cli.py keeps the two equal.
 _SYSTEM_NAMES = (
     "scroll",
     "scroll-norepl",
