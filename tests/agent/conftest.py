@@ -1,7 +1,7 @@
-"""Fixtures for agent tests: scripted provider servers on loopback and a no-wait retry policy.
+"""Fixtures for agent tests: the scripted provider servers, a no-wait retry policy, a BEAM store.
 
-The servers are test doubles (see ``scripted_servers.py``): one per session, started in a
-thread, reset before each test; a test that leaves a queued reply unserved fails, because a
+The servers are test doubles (``scripted_servers.py``), shared as fixtures from
+``server_fixtures.py``; a test that leaves a queued reply unserved fails, because a
 script the code never consumed means the code did not do what the test expected.
 """
 
@@ -9,47 +9,18 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer, SleepRecorder, serve
+from scripted_servers import ScriptedOpenAIServer, SleepRecorder
+from server_fixtures import (  # noqa: F401 - fixtures are found by name
+    _anthropic_server_session,
+    _openai_server_session,
+    anthropic_server,
+    openai_server,
+)
 
 from scrollctx.agent import Backend, RetryPolicy
-
-
-@pytest.fixture(scope="session")
-def _openai_server_session() -> Iterator[ScriptedOpenAIServer]:
-    server = serve(ScriptedOpenAIServer)
-    assert isinstance(server, ScriptedOpenAIServer)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def openai_server(_openai_server_session: ScriptedOpenAIServer) -> Iterator[ScriptedOpenAIServer]:
-    """The session's ScriptedOpenAIServer, emptied for this test."""
-    _openai_server_session.reset()
-    yield _openai_server_session
-    assert _openai_server_session.pending == 0, "scripted replies were left unserved"
-
-
-@pytest.fixture(scope="session")
-def _anthropic_server_session() -> Iterator[ScriptedAnthropicServer]:
-    server = serve(ScriptedAnthropicServer)
-    assert isinstance(server, ScriptedAnthropicServer)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def anthropic_server(
-    _anthropic_server_session: ScriptedAnthropicServer,
-) -> Iterator[ScriptedAnthropicServer]:
-    """The session's ScriptedAnthropicServer, emptied for this test."""
-    _anthropic_server_session.reset()
-    yield _anthropic_server_session
-    assert _anthropic_server_session.pending == 0, "scripted replies were left unserved"
 
 
 @pytest.fixture
@@ -99,7 +70,10 @@ def beam_store(_beam_template: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def scripted_backend(openai_server: ScriptedOpenAIServer, fast_retry: RetryPolicy) -> Backend:
+def scripted_backend(
+    openai_server: ScriptedOpenAIServer,  # noqa: F811 - the imported fixture, by name
+    fast_retry: RetryPolicy,
+) -> Backend:
     """An OpenAI backend aimed at the scripted server, retrying without waiting."""
     from scrollctx.agent.backends._openai import OpenAIBackend
 

@@ -14,23 +14,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))
 
 from bench_servers import ScriptedModelServer  # noqa: E402
-from scripted_servers import ScriptedOpenAIServer, serve  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def _bench_openai_server() -> Iterator[ScriptedOpenAIServer]:
-    server = serve(ScriptedOpenAIServer)
-    assert isinstance(server, ScriptedOpenAIServer)
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def openai_server(_bench_openai_server: ScriptedOpenAIServer) -> Iterator[ScriptedOpenAIServer]:
-    """The session's ScriptedOpenAIServer, emptied for this test; unserved replies fail it."""
-    _bench_openai_server.reset()
-    yield _bench_openai_server
-    assert _bench_openai_server.pending == 0, "scripted replies were left unserved"
+from scripted_servers import serve  # noqa: E402
+from server_fixtures import _openai_server_session, openai_server  # noqa: E402, F401
 
 
 @pytest.fixture(scope="session")
