@@ -103,7 +103,9 @@ def test_two_processes_ingest_and_append_at_once(tmp_path: Path) -> None:
         _spawn(_CHILD, str(store), "append", str(shared), str(own_b)),
     ]
     for child in children:
-        assert child.stdout is not None and child.stdout.readline() == "ready\n"
+        assert child.stdout is not None and child.stderr is not None
+        line = child.stdout.readline()
+        assert line == "ready\n", f"child ended early: {child.stderr.read()[-2000:]}"
     for child in children:
         assert child.stdin is not None
         child.stdin.write("go\n")
@@ -137,6 +139,8 @@ def test_killed_mid_batch_keeps_committed_batches_and_reimport_completes(tmp_pat
     child = _spawn(_KILLED_CHILD, str(store), str(source), "500", "3")
     assert child.stdout is not None
     lines = [child.stdout.readline() for _ in range(3)]
+    assert child.stderr is not None
+    assert "" not in lines, f"child ended early: {child.stderr.read()[-2000:]}"
     assert lines == ["committed 500\n", "committed 1000\n", "mid\n"]
     child.send_signal(signal.SIGKILL)
     child.communicate(timeout=30)

@@ -375,3 +375,20 @@ def test_a_folder_where_the_log_file_should_be_is_a_store_error(store_dir: Path)
     (store_dir / "history.db").mkdir()
     with pytest.raises(StoreError, match="is a folder"):
         EventLog.open(store_dir / "history.db")
+
+
+def test_a_store_locked_past_the_timeout_is_a_clear_store_error(store_dir: Path) -> None:
+    # A brand-new file still in rollback-journal mode, held under an exclusive lock by
+    # another connection: switching it to WAL cannot succeed until that lock is released.
+    path = store_dir / "history.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(StoreError, match="held its lock for over 0.2 s"):
+            EventLog.open(path, lock_timeout=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+    with EventLog.open(path) as log:  # once released, the same open succeeds
+        assert log.count() == 0
+    holder.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -46,6 +47,8 @@ _INDEX_NEW_ROWS = """
 INSERT INTO conversation_history_fts(rowid, prose, code, headline)
 SELECT seq, prose, code, headline FROM conversation_history_text WHERE seq > ?
 """
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
 _INSERT = """
@@ -91,6 +94,7 @@ class EventLog:
         fts5: bool | None = None,
         payload_threshold: int = DEFAULT_THRESHOLD,
         verify: bool = False,
+        lock_timeout: float = 30.0,
     ) -> EventLog:
         """Open (creating if needed) the Event Log at ``path``.
 
@@ -100,6 +104,7 @@ class EventLog:
             fts5: force full-text search on or off for a *new* store; ``None`` detects it.
             payload_threshold: content above this many UTF-8 bytes is externalized.
             verify: run ``PRAGMA quick_check`` before returning.
+            lock_timeout: seconds to wait for another process's lock, on open and on writes.
 
         Raises:
             IntegrityError: the file is not a SQLite database, is corrupt, or is not a store.
@@ -118,11 +123,14 @@ class EventLog:
             raise StoreError(f"{path} is a folder, not an Event Log file; move it aside")
         _check_header(path)
         try:
-            conn = _connect(path)
+            conn = _connect(path, lock_timeout)
         except sqlite3.OperationalError as exc:
-            raise StoreError(
-                f"cannot open {path}: {exc}; check that the folder and file are writable"
-            ) from exc
+            hint = (
+                f"another process held its lock for over {lock_timeout:g} s; retry later"
+                if _is_busy(exc)
+                else "check that the folder and file are writable"
+            )
+            raise StoreError(f"cannot open {path}: {exc}; {hint}") from exc
         except sqlite3.DatabaseError as exc:
             raise IntegrityError(
                 f"{path} is not a usable Event Log: {exc}", path=str(path)
@@ -373,12 +381,14 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+def _connect(path: Path, lock_timeout: float) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=lock_timeout
+    )
     try:
         conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA busy_timeout = 30000")
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        conn.execute(f"PRAGMA busy_timeout = {int(lock_timeout * 1000)}")
+        mode = _enable_wal(conn, time.monotonic() + lock_timeout)
         if str(mode).lower() != "wal":
             raise sqlite3.DatabaseError(f"could not switch {path} to WAL (journal_mode={mode})")
         conn.execute("PRAGMA synchronous = FULL")
@@ -386,6 +396,26 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _enable_wal(conn: sqlite3.Connection, deadline: float) -> str:
+    # Switching a new file to WAL needs an exclusive lock, and SQLite answers BUSY at once
+    # instead of calling the busy handler when another process (opening the same new store)
+    # holds one. Retry with backoff until the deadline; the winner's switch is then seen here.
+    delay = 0.002
+    while True:
+        try:
+            return str(conn.execute("PRAGMA journal_mode = WAL").fetchone()[0])
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
 
 
 def _check_header(path: Path) -> None:
