@@ -83,7 +83,10 @@ def test_package_imports_without_optional_dependencies() -> None:
 
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
     found = []
-    for name, command in group.commands.items():
+    context = click.Context(group)
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None, f"scroll {prefix}{name} is listed but does not load"
         found.append((f"{prefix}{name}", command))
         if isinstance(command, click.Group):
             found += _commands(command, f"{prefix}{name} ")
@@ -95,3 +98,28 @@ def test_every_command_has_help_and_an_example(name: str, command: click.Command
     assert command.help and command.help.strip().splitlines()[0], f"scroll {name} has no help"
     if not isinstance(command, click.Group):
         assert "Example" in command.help, f"scroll {name} help shows no example"
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    # ``scroll search`` must not pay for the agent, the backends or the bench at start-up.
+    code = (
+        "import sys; from scrollctx.cli import run; run(['search', '--help']);"
+        "loaded = [m for m in ('scrollctx.agent', 'scrollctx.bench', 'scrollctx.cli._agent',"
+        " 'scrollctx.cli._bench', 'openai') if m in sys.modules];"
+        "print('LOADED', ','.join(loaded))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "LOADED"
+
+
+def test_help_lists_every_command_with_its_summary() -> None:
+    from scrollctx.cli import COMMANDS
+
+    out = subprocess.run(
+        [sys.executable, "-c", "from scrollctx.cli import run; run(['--help'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    listed = {line.split()[0] for line in out.split("Commands:")[1].splitlines() if line.strip()}
+    assert listed == set(COMMANDS)

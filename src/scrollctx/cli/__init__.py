@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 from collections.abc import Sequence
 
@@ -10,25 +9,30 @@ import click
 
 from scrollctx.cli._app import invoke, make_group
 
-__all__ = ["build_cli", "main", "run"]
+__all__ = ["COMMANDS", "build_cli", "main", "run"]
 
-# One module per command family; each exposes ``register(group)``.
-_COMMAND_MODULES: list[str] = [
-    "scrollctx.cli._agent",
-    "scrollctx.cli._bench",
-    "scrollctx.cli._history",
-    "scrollctx.cli._ingest",
-    "scrollctx.cli._kernel",
-    "scrollctx.cli._view",
-]
+COMMANDS: dict[str, str] = {
+    "ask": "scrollctx.cli._agent:ask_command",
+    "bench": "scrollctx.cli._bench:bench",
+    "chat": "scrollctx.cli._agent:chat_command",
+    "exec": "scrollctx.cli._kernel:exec_cell",
+    "expand": "scrollctx.cli._history:expand",
+    "ingest": "scrollctx.cli._ingest:ingest",
+    "kernel": "scrollctx.cli._kernel:kernel_group",
+    "run": "scrollctx.cli._agent:run_command",
+    "search": "scrollctx.cli._history:search",
+    "sessions": "scrollctx.cli._history:sessions",
+    "simulate": "scrollctx.cli._view:simulate_command",
+    "sql": "scrollctx.cli._history:sql",
+    "stats": "scrollctx.cli._history:stats",
+    "view": "scrollctx.cli._view:view_command",
+}
+"""Every top-level command: name -> ``"module:attribute"``, imported when first used."""
 
 
 def build_cli() -> click.Group:
-    """Build the ``scroll`` group with every command registered."""
-    group = make_group()
-    for name in _COMMAND_MODULES:
-        importlib.import_module(name).register(group)
-    return group
+    """Build the ``scroll`` group (its commands load lazily, see ``COMMANDS``)."""
+    return make_group(COMMANDS)
 
 
 def run(args: Sequence[str] | None = None) -> int:

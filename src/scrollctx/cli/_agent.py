@@ -38,7 +38,7 @@ from scrollctx.config import Config
 from scrollctx.errors import UsageError
 from scrollctx.kernel import PROFILES
 
-__all__ = ["register"]
+__all__ = ["ask_command", "chat_command", "run_command"]
 
 _SHOWN = 160
 
@@ -316,10 +316,3 @@ def _messages() -> Iterator[str]:
             return
         if text:
             yield text
-
-
-def register(group: click.Group) -> None:
-    """Add ``run``, ``ask`` and ``chat`` to the ``scroll`` group."""
-    group.add_command(run_command)
-    group.add_command(ask_command)
-    group.add_command(chat_command)

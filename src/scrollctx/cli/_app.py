@@ -7,11 +7,12 @@ problem in a store, 130 interrupted. A broken pipe exits quietly.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import click
@@ -20,6 +21,7 @@ from scrollctx.config import Config, resolve_config
 from scrollctx.errors import ScrollError
 
 __all__ = [
+    "LazyGroup",
     "emit",
     "invoke",
     "json_option",
@@ -34,10 +36,39 @@ F = TypeVar("F", bound=Callable[..., Any])
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def make_group() -> click.Group:
-    """Create the bare ``scroll`` group; command modules register onto it."""
+class LazyGroup(click.Group):
+    """A click group whose commands are imported only when they are used.
 
-    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    ``lazy`` maps each command name to ``"module:attribute"``. Running ``scroll search`` imports
+    the history commands and nothing else (not the agent, not the bench); ``--help`` imports
+    every module once, to show each command's one-line help.
+    """
+
+    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+def make_group(lazy: Mapping[str, str] | None = None) -> click.Group:
+    """Create the ``scroll`` group; ``lazy`` names its commands (see :class:`LazyGroup`)."""
+
+    @click.group(
+        cls=LazyGroup,
+        lazy=lazy,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
     @click.version_option(package_name="scrollctx", prog_name="scroll")
     @click.option("--debug", is_flag=True, envvar="SCROLL_DEBUG", help="Show tracebacks.")
     def scroll(debug: bool) -> None:

@@ -14,24 +14,19 @@ from typing import Any
 
 import click
 
-from scrollctx.cli._app import emit, json_option
-from scrollctx.errors import UsageError
+from scrollctx.cli._app import LazyGroup, emit, json_option
+from scrollctx.cli._data import data_root
 
-__all__ = ["register"]
+__all__ = ["bench"]
 
 _BENCHMARKS = ("locomo", "beam", "all")
 _DEFAULT_SIZES = "100K,500K"
 
 
-def register(group: click.Group) -> None:
-    """Add the ``bench`` group to ``scroll``."""
-    from scrollctx.cli._bench_qa import register_qa
-
-    register_qa(bench)
-    group.add_command(bench)
-
-
-@click.group()
+@click.group(
+    cls=LazyGroup,
+    lazy={"run": "scrollctx.cli._bench_qa:run", "report": "scrollctx.cli._bench_qa:report"},
+)
 def bench() -> None:
     """Measure retrieval quality and agent runs on public benchmarks.
 
@@ -93,7 +88,7 @@ def retrieval(
     """
     from scrollctx.bench import evaluate_retrieval, render_markdown, render_text
 
-    data = _data_root(data_dir)
+    data = data_root(data_dir)
     sizes = [s.strip() for s in beam_sizes.split(",") if s.strip()]
     progress = _progress if sys.stderr.isatty() else None
     with tempfile.TemporaryDirectory(prefix="scroll-bench-split-") as scratch:
@@ -129,18 +124,6 @@ def _conversations(benchmark: str, data: Path, sizes: list[str], scratch: Path) 
     if benchmark in ("beam", "all"):
         found += beam_conversations(data / "beam" / "chats", sizes)
     return found
-
-
-def _data_root(data_dir: str | None) -> Path:
-    if data_dir is not None:
-        root = Path(data_dir)
-        if not root.is_dir():
-            raise UsageError(f"benchmark data folder {root} does not exist; pass --data DIR")
-        return root
-    for candidate in (Path("shared/data"), Path("../shared/data")):
-        if candidate.is_dir():
-            return candidate
-    raise UsageError("benchmark data not found in ./shared/data or ../shared/data; pass --data DIR")
 
 
 def _command_line(

@@ -16,10 +16,11 @@ from typing import Any
 import click
 
 from scrollctx.cli._app import emit, json_option
+from scrollctx.cli._data import data_root
 from scrollctx.config import resolve_config
 from scrollctx.errors import UsageError
 
-__all__ = ["register_qa"]
+__all__ = ["report", "run"]
 
 # The names of scrollctx.bench.SYSTEMS, spelled out so that building the CLI (every `scroll`
 # command) does not import the bench layer; tests/bench/test_qa_cli.py keeps the two equal.
@@ -38,12 +39,6 @@ _LME_FILES = {
     "M": "longmemeval_m.json",
     "oracle": "longmemeval_oracle.json",
 }
-
-
-def register_qa(group: click.Group) -> None:
-    """Add ``run`` and ``report`` to the ``bench`` group."""
-    group.add_command(run)
-    group.add_command(report)
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -219,31 +214,25 @@ def _questions(
 
     wanted = categories or None
     if benchmark == "beam":
-        root = _data_root(data_dir) / "beam" / "chats"
+        root = data_root(data_dir) / "beam" / "chats"
         return beam_questions(
             root, tier or "100K", categories=wanted, limit=limit, available_only=skip_missing
         )
     if benchmark == "locomo":
-        path = Path(data_file) if data_file else _data_root(data_dir) / "locomo" / "locomo10.json"
+        path = Path(data_file) if data_file else data_root(data_dir) / "locomo" / "locomo10.json"
         return locomo_questions(path, work, categories=wanted, limit=limit)
     if tier not in _LME_FILES:
         raise UsageError(f"unknown LongMemEval size {tier!r}; choose S, M or oracle")
     if data_file:
         path = Path(data_file)
     else:
-        path = _data_root(data_dir) / "longmemeval" / _LME_FILES[tier]
+        path = data_root(data_dir) / "longmemeval" / _LME_FILES[tier]
         if not path.is_file():
             raise UsageError(
                 f"{path} not found: LongMemEval is not shipped here; download "
                 f"{_LME_FILES[tier]} and pass --file PATH"
             )
     return longmemeval_questions(path, work, categories=wanted, limit=limit)
-
-
-def _data_root(data_dir: str | None) -> Path:
-    from scrollctx.cli._bench import _data_root as find_root
-
-    return find_root(data_dir)
 
 
 def _progress(record: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from scrollctx.config import Config
 from scrollctx.errors import StoreError, UsageError
 from scrollctx.surface import MemorySurface, ResultRows, open_surface, store_stats
 
-__all__ = ["register"]
+__all__ = ["expand", "search", "sessions", "sql", "stats"]
 
 _CELL_MAX = 60
 
@@ -122,12 +122,6 @@ def stats(config: Config, json_: bool) -> None:
     with _surface(config) as ms:
         data = store_stats(ms, config.db_path)
     emit(data, as_json=json_, human=_render_stats)
-
-
-def register(group: click.Group) -> None:
-    """Add the read commands to the ``scroll`` group."""
-    for command in (search, expand, sql, sessions, stats):
-        group.add_command(command)
 
 
 # -- parsing and rendering --------------------------------------------------------------------

@@ -21,12 +21,7 @@ from scrollctx.config import Config
 from scrollctx.ingest import FORMATS, IngestReport, Progress, ingest_path
 from scrollctx.log import EventLog
 
-__all__ = ["register"]
-
-
-def register(group: click.Group) -> None:
-    """Add ``ingest`` to ``scroll``."""
-    group.add_command(ingest)
+__all__ = ["ingest"]
 
 
 @click.command()

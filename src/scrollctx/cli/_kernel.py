@@ -24,7 +24,7 @@ from scrollctx.kernel import LAYERS, PROFILES, DoctorReport, Kernel, SandboxPoli
 from scrollctx.kernel import render_observation as render
 from scrollctx.log import EventLog
 
-__all__ = ["register"]
+__all__ = ["exec_cell", "kernel_group"]
 
 _layer_option = click.option(
     "--without",
@@ -131,9 +131,3 @@ def doctor_command(without: tuple[str, ...], json_: bool) -> None:
             f"{', '.join(s.name for s in missing)}); opt out with --sandbox best-effort or off",
             layers={s.name: s.state for s in report.status.layers},
         )
-
-
-def register(group: click.Group) -> None:
-    """Add ``exec`` and the ``kernel`` group to the ``scroll`` group."""
-    group.add_command(exec_cell)
-    group.add_command(kernel_group)

@@ -15,13 +15,7 @@ from scrollctx.errors import UsageError
 from scrollctx.log import EventLog
 from scrollctx.view import WorkingView, simulate
 
-__all__ = ["register"]
-
-
-def register(group: click.Group) -> None:
-    """Add ``view`` and ``simulate`` to the ``scroll`` group."""
-    group.add_command(view_command)
-    group.add_command(simulate_command)
+__all__ = ["simulate_command", "view_command"]
 
 
 @click.command("view")
