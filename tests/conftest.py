@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from needs import IN_CI, missing
 from scrollctx.log import EventLog
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +22,11 @@ def pytest_report_header() -> list[str]:
         fts5 = "yes"
     except sqlite3.OperationalError:
         fts5 = "no"
-    return [f"sqlite: {sqlite3.sqlite_version}, fts5: {fts5}", f"shared data: {SHARED_DATA}"]
+    return [
+        f"sqlite: {sqlite3.sqlite_version}, fts5: {fts5}",
+        f"shared data: {SHARED_DATA}",
+        f"missing prerequisites: {'fail (SCROLL_CI=1)' if IN_CI else 'skip'}",
+    ]
 
 
 @pytest.fixture(autouse=True)
@@ -57,5 +62,5 @@ def event_log(store_dir: Path) -> Iterator[EventLog]:
 def shared_data() -> Path:
     """The benchmark data shipped beside the repo (never copied into it)."""
     if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
+        missing(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA

@@ -20,6 +20,7 @@ from server_fixtures import (  # noqa: F401 - fixtures are found by name
     openai_server,
 )
 
+from needs import missing
 from scrollctx.agent import Backend, RetryPolicy
 
 
@@ -51,7 +52,7 @@ def _beam_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = Path(__file__).resolve().parents[2].parent / "shared" / "data"
     chat = data.joinpath(*BEAM_CHAT)
     if not chat.is_dir():
-        pytest.skip(f"shared data not found at {chat}")
+        missing(f"shared data not found at {chat}")
     store = tmp_path_factory.mktemp("beam-template") / "store"
     log = EventLog.open(store / "history.db")
     try:

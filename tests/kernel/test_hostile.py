@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from kernel_helpers import LogSnapshot, Session, assert_log_unchanged, open_session, snapshot
 
+from needs import missing
 from scrollctx.kernel import CellResult, Kernel, Limits, SandboxPolicy, render_observation
 from scrollctx.kernel._quota import written_bytes
 from scrollctx.log import Kind, NewEvent
@@ -576,7 +577,7 @@ def test_thread_bomb_stops_at_the_cap(tmp_path: Path) -> None:
     try:
         detail = session.kernel.status.layer("rlimits").detail if session.kernel.status else ""
         if "threads not capped" in detail:
-            pytest.skip(f"no writable pids cgroup here ({detail}); the doctor says so")
+            missing(f"no writable pids cgroup here ({detail}); the doctor says so")
         assert "at most 40 threads (pids cgroup)" in detail
         cell = (
             "import threading\nthreading.stack_size(32768)\nhold = threading.Event()\n"
@@ -604,7 +605,7 @@ def test_thread_bomb_stops_at_the_cap(tmp_path: Path) -> None:
 
 def test_filling_the_disk_through_scratch_kills_the_worker(tmp_path: Path) -> None:
     if written_bytes(os.getpid()) is None:
-        pytest.skip("no per-process I/O accounting here; only the free-space floor applies")
+        missing("no per-process I/O accounting here; only the free-space floor applies")
     quota = 16 * 1024**2
     session = open_session(
         tmp_path, sandbox=SandboxPolicy(limits=Limits(scratch_writes=quota)), timeout=30.0

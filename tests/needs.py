@@ -1,0 +1,32 @@
+"""Prerequisites of a test: skipped with a reason locally, a failure in CI.
+
+CI (``.ci/run``) sets ``SCROLL_CI=1``: there every package, service and data folder the suite
+uses is installed on purpose, so a missing one is a broken CI, not a reason to skip. The
+variable is read once at import, before the autouse fixture clears ``SCROLL_*`` for each test.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+from typing import NoReturn
+
+import pytest
+
+IN_CI = os.environ.get("SCROLL_CI") == "1"
+
+
+def missing(reason: str) -> NoReturn:
+    """Skip the test (locally) or fail it (in CI) because ``reason`` is missing."""
+    if IN_CI:
+        pytest.fail(f"CI must provide this, but: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def import_or_missing(name: str) -> ModuleType:
+    """Import ``name`` or report it :func:`missing`."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        missing(f"could not import {name!r}: {exc}")
