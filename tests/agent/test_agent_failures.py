@@ -108,10 +108,12 @@ def test_the_token_budget_ends_the_run_with_a_failure_record(
     openai_server.enqueue_tool_calls([_print_cell(3, "a")])  # usage 10 in + 5 out per call
     openai_server.enqueue_tool_calls([_print_cell(3, "b")])
 
-    with Agent(model=scripted_backend, store=beam_store, max_tokens=25) as agent:
+    # Exactly at the budget after two calls (15 + 15 = 30): the run stops there, it does not
+    # make a third call.
+    with Agent(model=scripted_backend, store=beam_store, max_tokens=30) as agent:
         finished = agent.run("Spend tokens.")
 
-    _assert_failure_record(beam_store, finished, "token budget exhausted: 30 of 25", "token_budget")
+    _assert_failure_record(beam_store, finished, "token budget exhausted: 30 of 30", "token_budget")
     assert len(openai_server.requests) == 2
 
 

@@ -44,6 +44,13 @@ def test_reciprocal_rank_is_one_over_the_first_gold_rank() -> None:
     assert reciprocal_rank(RANKED, {"z"}) == 0.0
 
 
+def test_reciprocal_rank_is_not_cut_at_any_depth() -> None:
+    # MRR, not MRR@10: a first hit at rank 11 or 250 still counts.
+    ranked = [f"d{i}" for i in range(1, 301)]
+    assert reciprocal_rank(ranked, {"d11"}) == pytest.approx(1 / 11)
+    assert reciprocal_rank(ranked, {"d250", "d299"}) == pytest.approx(1 / 250)
+
+
 def test_ndcg_uses_the_undiscounted_first_two_ranks() -> None:
     # Rank 1 and rank 2 carry the same weight (1 and 1/log2(2) = 1).
     assert ndcg(["x", "a"], {"a"}, 10) == 1.0

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from scrollctx.errors import QueryError
+from scrollctx.errors import QueryError, UsageError
 from scrollctx.surface import Budgets, MemorySurface, days_between
 from scrollctx.surface._surface import _PUBLIC
 
@@ -53,6 +53,7 @@ def test_every_public_method_is_in_help(ms: MemorySurface) -> None:
 
 
 def test_budgets_must_be_positive() -> None:
-    for bad in ({"seconds": 0}, {"rows": 0}, {"bytes": -1}):
-        with pytest.raises(Exception, match="budgets must be positive"):
+    for bad in ({"seconds": 0}, {"rows": 0}, {"bytes": 0}, {"bytes": -1}):
+        with pytest.raises(UsageError, match="budgets must be positive"):
             Budgets(**bad)  # type: ignore[arg-type]
+    assert Budgets(seconds=0.001, rows=1, bytes=1).rows == 1  # the smallest valid budgets

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from view_session import Session, check_invariants, check_provider_messages, text_of
+from view_session import (
+    Session,
+    check_invariants,
+    check_provider_messages,
+    protected_seqs,
+    text_of,
+)
 
 from scrollctx.errors import ContextOverflow, StoreError, UsageError
 from scrollctx.log import EventLog, NewEvent
@@ -113,16 +119,17 @@ def test_properties_hold_after_any_appends_and_evictions(
             _run(session, op)
             session.persist()
             before = view.index_text()
+            protected = protected_seqs(view)
             try:
                 report = view.ensure_budget(digest="x: int = 1")
             except ContextOverflow as exc:
                 assert exc.tokens > budget
-                check_invariants(view, log, session, None, overflowed=True)
+                check_invariants(view, log, session, None, overflowed=True, protected=protected)
                 continue
             assert view.tokens <= budget
             if report.evicted and report.rollups == 0 and before:
                 assert view.index_text().startswith(before)
-            check_invariants(view, log, session, report)
+            check_invariants(view, log, session, report, protected=protected)
             check_provider_messages(view)
         _restored_equals(view, log)
 

@@ -105,6 +105,12 @@ def protected_start(view: WorkingView) -> int:
     return cut
 
 
+def protected_seqs(view: WorkingView) -> set[int]:
+    """The seqs of the live turns that must stay live and unfolded through the next eviction
+    (the protected tail and newest results, by :func:`protected_start`)."""
+    return {t.seq for t in view.turns[protected_start(view) :] if t.seq is not None}
+
+
 def check_invariants(
     view: WorkingView,
     log: EventLog,
@@ -112,14 +118,21 @@ def check_invariants(
     report: EvictionReport | None,
     *,
     overflowed: bool = False,
+    protected: set[int] | None = None,
 ) -> None:
     """Assert every property the issue lists, for the view's current state.
 
     ``overflowed``: ensure_budget just raised ContextOverflow, which is only allowed once
     everything outside the protected part has left (or been folded where that saves tokens).
+    ``protected``: :func:`protected_seqs` taken before that ensure_budget; each must still be
+    live and whole.
     """
     turns = view.turns
     live = {t.seq for t in turns}
+    for turn in turns:
+        if protected and turn.seq in protected:
+            assert not turn.folded, f"protected seq {turn.seq} was folded"
+    assert not (protected or set()) - live, f"protected seqs left: {(protected or set()) - live}"
     all_seqs = view_seqs(log, view.session_id)
     # Every event ever appended is recoverable by seq, verbatim.
     for seq, text in session.texts.items():

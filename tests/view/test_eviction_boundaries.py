@@ -1,0 +1,107 @@
+"""Algorithm 1 at its edges: exactly at rho*C, a promised tail, a call still awaiting a result.
+
+Each test pins one boundary a one-line change would move; the property test in
+test_eviction.py covers the same ground at random, these cover it every run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from view_session import Session, text_of
+
+from scrollctx.errors import ContextOverflow
+from scrollctx.log import EventLog
+from scrollctx.view import WorkingView
+
+
+def _calls(*ids: str) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": "working",
+        "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": "repl_exec", "arguments": "{}"}}
+            for i in ids
+        ],
+    }
+
+
+def _result(call_id: str, words: int, salt: int) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": text_of(words, salt)}
+
+
+def _state(view: WorkingView) -> list[tuple[int | None, bool]]:
+    return [(t.seq, t.folded) for t in view.turns]
+
+
+def test_eviction_runs_only_above_rho_times_the_budget(view_log: EventLog) -> None:
+    view = WorkingView(view_log, "s", "system", budget_tokens=100_000)
+    session = Session(view)
+    session.user(10)
+    for size in (300, 300, 300):
+        session.tools([size])
+        session.reply(20)
+    session.user(10)  # a new request: everything before it may be folded or evicted
+    session.persist()
+    at = view.tokens
+
+    loose = {"rho": 1.0, "tail_groups": 0, "keep_results": 0}
+    exactly = WorkingView.restore(view_log, "s", "system", budget_tokens=at, **loose)
+    assert exactly.tokens == exactly.target == at
+    before = _state(exactly)
+    report = exactly.ensure_budget()
+    assert not report.evicted and report.index_seq is None and _state(exactly) == before
+
+    over = WorkingView.restore(view_log, "s", "system", budget_tokens=at - 1, **loose)
+    over.ensure_budget()
+    assert over.tokens < at and _state(over) != before
+
+
+def test_the_promised_tail_stays_even_when_that_overflows_the_window(
+    view_log: EventLog,
+) -> None:
+    # Two tool groups of ~0.6 budget each behind the request: the last two groups are the
+    # protected tail (tail_groups=2), so nothing may be folded or evicted from them and the
+    # view must overflow rather than break the promise.
+    view = WorkingView(view_log, "s", "", budget_tokens=1500, tail_groups=2, keep_results=0)
+    session = Session(view)
+    session.user(5)
+    session.tools([250])
+    session.tools([500])
+    session.tools([500])
+    session.persist()
+    tail = [t.seq for t in view.turns[-4:]]
+
+    with pytest.raises(ContextOverflow):
+        view.ensure_budget()
+
+    live = {t.seq: t for t in view.turns}
+    assert all(seq in live and not live[seq].folded for seq in tail)
+
+
+def test_a_call_still_awaiting_a_result_keeps_its_group_live(view_log: EventLog) -> None:
+    view = WorkingView(view_log, "s", "", budget_tokens=1200, tail_groups=0, keep_results=0)
+    view.append({"role": "user", "content": text_of(5, 1)})
+    view.append(_calls("a"))
+    view.append(_result("a", 300, 2))
+    view.append(_calls("b", "c"))
+    view.append(_result("b", 300, 3))  # "c" has not answered yet
+    view.persist()
+    waiting = [t.seq for t in view.turns[-2:]]
+
+    try:
+        view.ensure_budget()
+    except ContextOverflow:
+        pass  # allowed: the open group may be too big to keep within the window
+
+    live = {t.seq: t for t in view.turns}
+    assert all(seq in live and not live[seq].folded for seq in waiting)
+    view.append(_result("c", 5, 4))
+    pending: list[str] = []
+    for message in view.render("openai"):
+        if message["role"] == "tool":
+            assert message["tool_call_id"] == pending.pop(0)
+        else:
+            assert not pending, "a tool call lost its result"
+            pending = [call["id"] for call in message.get("tool_calls") or []]
