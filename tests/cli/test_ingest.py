@@ -58,7 +58,13 @@ def test_json_report(store_dir: Path, capsys: pytest.CaptureFixture[str]) -> Non
         "events_added",
         "events_skipped",
         "seconds",
+        "files",
+        "files_unrecognised",
+        "records_skipped",
+        "problems",
+        "formats",
     }
+    assert reports[0]["formats"]["longmemeval"]["events_added"] == 17
 
 
 def test_error_after_a_good_path_keeps_the_good_one(

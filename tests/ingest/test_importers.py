@@ -30,7 +30,7 @@ def _assert_chat_invariants(events: list[Event]) -> None:
 
 
 def test_formats_are_the_documented_names() -> None:
-    assert FORMATS == ("auto", "beam", "locomo", "longmemeval", "openai")
+    assert FORMATS == ("auto", "beam", "claude-code", "codex", "locomo", "longmemeval", "openai")
 
 
 # -- LoCoMo ------------------------------------------------------------------------------------

@@ -88,7 +88,8 @@ def read_sessions(history: History) -> list[list[NewEvent]]:
     importer = get_importer(history.format)
     sessions: dict[str, list[NewEvent]] = {}
     for event in importer.read(history.path, probe(history.path)):
-        sessions.setdefault(event.session_id, []).append(event)
+        if isinstance(event, NewEvent):  # benchmark formats yield events only, never skips
+            sessions.setdefault(event.session_id, []).append(event)
     return sorted(sessions.values(), key=lambda events: events[0].step_index or 0)
 
 

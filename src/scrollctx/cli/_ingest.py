@@ -2,7 +2,8 @@
 
 Each path is imported and committed before the next one starts, so an error on a later path
 leaves the earlier ones in the store. A progress bar is drawn on stderr only when stderr is a
-terminal; stdout carries the reports only.
+terminal; stdout carries the reports only, and the lines a file could not import (its problems)
+go to stderr as warnings.
 """
 
 from __future__ import annotations
@@ -16,9 +17,16 @@ from typing import Any
 
 import click
 
-from scrollctx.cli._app import emit, json_option, store_option
+from scrollctx.cli._app import emit, json_option, store_option, terminal_safe, warn
 from scrollctx.config import Config
-from scrollctx.ingest import FORMATS, IngestReport, Progress, ingest_path
+from scrollctx.ingest import (
+    FORMATS,
+    MAX_PROBLEMS,
+    FileProgress,
+    IngestReport,
+    Progress,
+    ingest_path,
+)
 from scrollctx.log import EventLog
 
 __all__ = ["ingest"]
@@ -37,19 +45,23 @@ __all__ = ["ingest"]
 @store_option
 @json_option
 def ingest(paths: tuple[Path, ...], format_: str, config: Config, json_: bool) -> None:
-    """Import LoCoMo, BEAM, LongMemEval or OpenAI-style chat files into the Event Log.
+    """Import agent transcripts (Claude Code, Codex, Gemini CLI, ChatGPT, Aider) or chat data.
 
-    Re-importing a file adds nothing (every event has a deterministic dedup key).
+    A folder is walked and each file's format detected by its content. Re-importing adds only
+    what is new (every event has a dedup key derived from its source record).
 
-    Example: scroll ingest ../shared/data/locomo/locomo10.json ../shared/data/beam/chats/100K
+    Example: scroll ingest ~/.claude/projects ~/.codex/sessions ../shared/data/beam/chats/100K
     """
     reports: list[IngestReport] = []
     with EventLog.open(config.db_path) as log:
         try:
             for path in paths:
-                with _progress_bar(path) as progress:
-                    report = ingest_path(log, path, format=format_, progress=progress)
+                with _progress_bar(path) as (progress, on_file):
+                    report = ingest_path(
+                        log, path, format=format_, progress=progress, on_file=on_file
+                    )
                 reports.append(report)
+                _warn_problems(report)
                 if not json_:
                     click.echo(_describe(report))
         finally:
@@ -58,27 +70,53 @@ def ingest(paths: tuple[Path, ...], format_: str, config: Config, json_: bool) -
 
 
 def _describe(report: IngestReport) -> str:
-    return (
+    lines = [
         f"{report.path}: {report.format}, {report.conversations} conversations, "
         f"{report.sessions} sessions, {report.events_added} events added, "
         f"{report.events_skipped} already present ({report.seconds:.1f}s)"
-    )
+    ]
+    if len(report.formats) > 1:
+        for name, share in report.formats.items():
+            lines.append(
+                f"  {name}: {share.files} files, {share.sessions} sessions, "
+                f"{share.events_added} events added, {share.events_skipped} already present"
+            )
+    if report.records_skipped:
+        counts = ", ".join(f"{kind} {n}" for kind, n in sorted(report.records_skipped.items()))
+        lines.append(f"  records skipped: {counts}")
+    if report.files_unrecognised:
+        lines.append(f"  files in no known format: {report.files_unrecognised}")
+    return terminal_safe("\n".join(lines), is_terminal=sys.stdout.isatty())
+
+
+def _warn_problems(report: IngestReport) -> None:
+    for problem in report.problems:
+        warn(terminal_safe(f"warning: {problem}", is_terminal=sys.stderr.isatty()))
+    hidden = sum(report.records_skipped.values()) - len(report.problems)
+    if len(report.problems) >= MAX_PROBLEMS and hidden > 0:
+        warn("warning: more records were skipped than shown; see records_skipped in --json")
 
 
 @contextmanager
-def _progress_bar(path: Path) -> Iterator[Progress | None]:
+def _progress_bar(path: Path) -> Iterator[tuple[Progress | None, FileProgress | None]]:
     if not sys.stderr.isatty():
-        yield None
+        yield None, None
         return
     from rich.console import Console
+    from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as Bar
-    from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
+    columns.insert(2, BarColumn())
     with Bar(*columns, console=Console(stderr=True), transient=True) as bar:
         task = bar.add_task(f"{path.name}: 0 events", total=None)
+        current = [path.name]
 
         def _update(done: int, total: int | None) -> None:
-            bar.update(task, description=f"{path.name}: {done:,} events", total=total)
+            bar.update(task, description=f"{current[0]}: {done:,} events")
 
-        yield _update
+        def _next_file(file: Path, index: int, files: int) -> None:
+            current[0] = file.name if files == 1 else f"{file.name} ({index + 1}/{files})"
+            bar.update(task, completed=index, total=files, description=current[0])
+
+        yield _update, _next_file

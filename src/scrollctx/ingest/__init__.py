@@ -1,11 +1,21 @@
-"""Importers: LoCoMo, BEAM, LongMemEval and OpenAI-style chat files into the Event Log.
+"""Importers: agent transcripts (Claude Code, Codex CLI, Gemini CLI, ChatGPT export, Aider) and
+chat data (LoCoMo, BEAM, LongMemEval, OpenAI-style chat files) into the Event Log.
 
-``ingest_path(log, path)`` detects the format by content, streams the input (a top-level JSON
-array is decoded element by element) and appends ``conversation`` events in batches, one
-transaction each. Re-importing adds nothing: every event has a deterministic ``dedup_key``.
+``ingest_path(log, path)`` detects each file's format by content, streams the input and appends
+events in batches, one transaction each. Re-importing adds nothing: every event has a
+deterministic ``dedup_key`` derived from its source record. ``Watcher`` follows folders of live
+transcripts and imports each line once it is complete.
 """
 
-from scrollctx.ingest._ingestion import FORMATS, IngestReport, Progress, ingest_path
+from scrollctx.ingest._ingestion import (
+    FORMATS,
+    MAX_PROBLEMS,
+    FileProgress,
+    FormatReport,
+    IngestReport,
+    Progress,
+    ingest_path,
+)
 from scrollctx.ingest._jsonstream import Sample, iter_array, iter_jsonl, probe
 from scrollctx.ingest._registry import (
     Importer,
@@ -14,13 +24,19 @@ from scrollctx.ingest._registry import (
     importers,
     register_importer,
 )
+from scrollctx.ingest._transcript import SESSION_KEYS, Skip
 
 __all__ = [
     "FORMATS",
+    "FileProgress",
+    "FormatReport",
     "Importer",
     "IngestReport",
+    "MAX_PROBLEMS",
     "Progress",
+    "SESSION_KEYS",
     "Sample",
+    "Skip",
     "detect_importer",
     "get_importer",
     "importers",

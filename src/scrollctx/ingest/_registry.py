@@ -13,11 +13,13 @@ from pathlib import Path
 
 from scrollctx.errors import FormatError, UsageError
 from scrollctx.ingest._beam import read_beam, sniff_beam
+from scrollctx.ingest._claude import read_claude, sniff_claude
+from scrollctx.ingest._codex import read_codex, sniff_codex
 from scrollctx.ingest._jsonstream import Sample
 from scrollctx.ingest._locomo import read_locomo, sniff_locomo
 from scrollctx.ingest._longmemeval import read_longmemeval, sniff_longmemeval
 from scrollctx.ingest._openai import read_openai, sniff_openai
-from scrollctx.log import NewEvent
+from scrollctx.ingest._transcript import Item
 
 __all__ = [
     "AUTO",
@@ -34,11 +36,16 @@ AUTO = "auto"
 
 @dataclass(frozen=True, slots=True)
 class Importer:
-    """One input format: ``sniff`` says whether a sample is this format, ``read`` yields events."""
+    """One input format: ``sniff`` says whether a sample is this format, ``read`` yields events.
+
+    ``read`` may also yield :class:`~scrollctx.ingest._transcript.Skip` items for source records
+    it did not turn into events (counted and reported by the ingestion, never dropped
+    silently).
+    """
 
     name: str
     sniff: Callable[[Sample], bool]
-    read: Callable[[Path, Sample], Iterator[NewEvent]]
+    read: Callable[[Path, Sample], Iterator[Item]]
 
 
 _IMPORTERS: dict[str, Importer] = {}
@@ -95,6 +102,8 @@ def require_importer(sample: Sample, name: str) -> Importer:
 
 
 for _builtin in (
+    Importer("claude-code", sniff_claude, read_claude),
+    Importer("codex", sniff_codex, read_codex),
     Importer("locomo", sniff_locomo, read_locomo),
     Importer("beam", sniff_beam, read_beam),
     Importer("longmemeval", sniff_longmemeval, read_longmemeval),

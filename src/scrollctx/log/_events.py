@@ -24,6 +24,10 @@ class Kind:
     SYSTEM = "system"
     CONVERSATION = "conversation"
     """An imported chat turn (LoCoMo, BEAM, LongMemEval, OpenAI chat files)."""
+    REASONING = "reasoning"
+    """A model's thinking, as an imported agent transcript recorded it (text may be empty)."""
+    SUMMARY = "summary"
+    """Text an agent wrote about its own history (a compaction summary is lossy: see metadata)."""
 
 
 def utc_now_iso() -> str:
