@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
+import select
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,3 +87,56 @@ def open_session(root: Path, **options: object) -> Session:
     kernel = Kernel(event_log=log, session_id="k1", scratch=root / "scratch", **options)  # type: ignore[arg-type]
     kernel.start()
     return Session(log, kernel, root)
+
+
+_HOST = """
+import sys
+from scrollctx.kernel import Kernel, SandboxPolicy
+policy = SandboxPolicy(sys.argv[2], unavailable=frozenset(sys.argv[3:]))
+kernel = Kernel(scratch=sys.argv[1], sandbox=policy, timeout=600)
+kernel.start()
+print(kernel.pid, flush=True)
+kernel.run_cell(sys.stdin.read())
+"""
+
+
+def assert_worker_dies_with_killed_host(scratch: Path, cell: str, *sandbox: str) -> None:
+    """Run a real host process whose kernel runs ``cell``, kill the host with SIGKILL once the
+    cell wrote ``now`` to the FIFO ``scratch/busy``, and check that its worker ends too.
+
+    ``sandbox``: the profile, then layers to treat as unavailable (default: strict).
+    """
+    scratch.mkdir()
+    os.mkfifo(scratch / "busy")
+    host = subprocess.Popen(
+        [sys.executable, "-c", _HOST, str(scratch), *(sandbox or ("strict",))],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert host.stdin is not None and host.stdout is not None
+    pid = int(host.stdout.readline())
+    exited = os.pidfd_open(pid)
+    groups = Path(f"/proc/{pid}/cgroup").read_text()
+    try:
+        host.stdin.write(cell.encode())
+        host.stdin.close()
+        assert (scratch / "busy").read_text() == "now"  # the cell is running
+        host.kill()
+        host.wait()
+        assert select.select([exited], [], [], 30)[0], "the worker outlived its host"
+    finally:
+        os.close(exited)
+        host.stdout.close()
+        if os.path.exists(f"/proc/{pid}/status"):
+            os.kill(pid, signal.SIGKILL)
+        _remove_worker_cgroup(pid, groups)
+
+
+def _remove_worker_cgroup(pid: int, groups: str) -> None:
+    # A host killed outright could not remove its worker's (empty) pids cgroup.
+    for line in groups.splitlines():
+        if f"scroll-worker-{pid}" in line:
+            relative = line.split(":", 2)[2].lstrip("/")
+            for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
+                with contextlib.suppress(OSError):
+                    Path(root, relative).rmdir()

@@ -8,14 +8,25 @@ worker its life check instead that only the kernel's own restart notice was appe
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import pwd
 import select
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from kernel_helpers import LogSnapshot, Session, assert_log_unchanged, open_session, snapshot
+from kernel_helpers import (
+    LogSnapshot,
+    Session,
+    assert_log_unchanged,
+    assert_worker_dies_with_killed_host,
+    open_session,
+    snapshot,
+)
 
 from needs import missing
 from scrollctx.kernel import CellResult, Kernel, Limits, SandboxPolicy, render_observation
@@ -805,3 +816,160 @@ def test_threads_left_spinning_between_cells_get_the_worker_killed(tmp_path: Pat
     finally:
         session.kernel.close()
         session.log.close()
+
+
+# -- issue 9: signals through file ownership, death with the host, disk, inotify ---------------
+
+
+_ERRNO = (
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "def rc(value):  # the errno of a failed libc call, 0 when it succeeded\n"
+    "    return ctypes.get_errno() if value < 0 else 0\n"
+)
+
+
+def _errnos(result: CellResult) -> dict[str, object]:
+    assert result.error is None, result.error
+    return dict(eval(result.stdout))  # noqa: S307 - a list of (name, errno) pairs from the cell
+
+
+def test_signal_any_process_through_sigio_ownership(hostile: Session) -> None:
+    # Attack 2: a pipe whose owner is another pid, with F_SETSIG(SIGKILL) and O_ASYNC, makes
+    # the kernel deliver SIGKILL there on the next write (the kill filter never sees a kill()).
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        cell = (
+            "import fcntl, os, signal, struct\nout = []\nr, w = os.pipe()\n"
+            f"for name, call in [('F_SETOWN', lambda: fcntl.fcntl(r, 8, {victim.pid})),"
+            f" ('F_SETOWN_EX', lambda: fcntl.fcntl(r, 15, struct.pack('ii', 1, {victim.pid}))),"
+            " ('F_SETSIG', lambda: fcntl.fcntl(r, 10, signal.SIGKILL)),"
+            f" ('FIOSETOWN', lambda: fcntl.ioctl(r, 0x8901, struct.pack('i', {victim.pid}))),"
+            f" ('SIOCSPGRP', lambda: fcntl.ioctl(r, 0x8902, struct.pack('i', -{victim.pid}))),"
+            f" ('host', lambda: fcntl.fcntl(r, fcntl.F_SETOWN, {os.getpid()}))]:\n"
+            "    try:\n        call()\n        out.append((name, 0))\n"
+            "    except OSError as e:\n        out.append((name, e.errno))\n"
+            "fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC | os.O_NONBLOCK)\nos.write(w, b'x')\n"
+            "print(out)"
+        )
+        result, before = attack(hostile, cell)
+        assert set(_errnos(result).values()) == {errno.EPERM}, result.stdout
+        assert victim.poll() is None  # still running
+        assert_host_unharmed(hostile, before)
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_a_lease_on_a_store_file_cannot_stall_the_host(hostile: Session) -> None:
+    # A read lease makes every other open for writing wait (lease-break-time, 45 s by default).
+    db = str(hostile.log.path)
+    cell = (
+        "import fcntl, os\nout = []\n"
+        f"for path in [{db!r}, 'mine']:\n"
+        "    try:\n        fd = os.open(path, os.O_RDONLY | os.O_CREAT)\n"
+        "        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\n        out.append((path, 0))\n"
+        "    except OSError as e:\n        out.append((path, e.errno))\nprint(out)"
+    )
+    result, before = attack(hostile, cell)
+    assert set(_errnos(result).values()) <= {errno.EPERM, errno.EACCES, errno.ENOENT}
+    assert _errnos(result)["mine"] == errno.EPERM
+    assert_host_unharmed(hostile, before)
+
+
+def test_inotify_cannot_exhaust_the_uid_or_watch_other_folders(hostile: Session) -> None:
+    # Attack 6: inotify instances are counted per uid (128 by default): a loop of inotify_init1
+    # in the worker left none for any other process of the host's user.
+    cell = _ERRNO + (
+        "out = [('init1', rc(libc.inotify_init1(0))) for _ in range(300)]\n"
+        "out.append(('init', rc(libc.syscall(253))))\n"
+        "out.append(('watch', rc(libc.inotify_add_watch(3, b'/tmp', 0xfff))))\n"
+        "out.append(('fanotify', rc(libc.syscall(300, 0x200, 0))))  # FAN_REPORT_FID: no caps\n"
+        "import fcntl, os\ntry:\n    fcntl.fcntl(os.open('.', os.O_RDONLY), fcntl.F_NOTIFY,"
+        " fcntl.DN_CREATE)\n    out.append(('dnotify', 0))\n"
+        "except OSError as e:\n    out.append(('dnotify', e.errno))\n"
+        "print(sorted(set(out)))"
+    )
+    result, before = attack(hostile, cell)
+    assert set(_errnos(result).values()) == {errno.EPERM}, result.stdout
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(0)
+    assert fd >= 0, os.strerror(ctypes.get_errno())  # the host's uid still has instances
+    os.close(fd)
+    assert_host_unharmed(hostile, before)
+
+
+def test_fallocate_is_refused_so_reserved_blocks_are_always_counted(hostile: Session) -> None:
+    # Attack 5: fallocate reserves disk blocks without writing, so the host's write watch never
+    # saw them (1.6 GiB through a 64 MiB quota). The syscall is refused as unsupported, and
+    # posix_fallocate falls back to writing, which every quota counts.
+    pid = hostile.kernel.pid or 0
+    written = written_bytes(pid) or 0
+    cell = _ERRNO + (
+        "import os\nfd = os.open('reserved', os.O_RDWR | os.O_CREAT | os.O_TRUNC)\nout = []\n"
+        "size = ctypes.c_long(1 << 30)\n"
+        "for mode in (0, 1, 3):  # plain, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE\n"
+        "    out.append((mode, rc(libc.fallocate(fd, mode, ctypes.c_long(0), size))))\n"
+        "os.posix_fallocate(fd, 0, 2**20)\nos.fsync(fd)\n"
+        "print(out, os.fstat(fd).st_size)"
+    )
+    result, before = attack(hostile, cell)
+    modes, size = result.stdout.rsplit(" ", 1)
+    assert set(dict(eval(modes)).values()) == {errno.EOPNOTSUPP}, result.stdout  # noqa: S307
+    assert int(size) == 2**20
+    if written_bytes(pid) is not None:
+        assert (written_bytes(pid) or 0) - written >= 2**20 // 2  # the fallback's writes count
+    assert_host_unharmed(hostile, before)
+
+
+def test_namespace_and_cross_process_memory_syscalls_are_denied(hostile: Session) -> None:
+    # Each errno would differ without seccomp's entry: a new user namespace is otherwise
+    # allowed to anyone (EINVAL here only because the worker has threads), setns(-1) would be
+    # EBADF, and reading or writing the worker's own memory would succeed.
+    cell = _ERRNO + (
+        "import os\nbuf = ctypes.create_string_buffer(b'secret', 16)\n"
+        "class IoVec(ctypes.Structure):\n"
+        "    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]\n"
+        "src, dst = IoVec(ctypes.addressof(buf), 6), IoVec(ctypes.addressof(buf) + 8, 6)\n"
+        "pid = os.getpid()\nout = []\n"
+        "for name, call in [('unshare_user', lambda: libc.unshare(0x10000000)),"
+        " ('unshare_user_net', lambda: libc.unshare(0x50000000)),"
+        " ('setns', lambda: libc.setns(-1, 0)),"
+        " ('process_vm_readv', lambda: libc.process_vm_readv(pid, ctypes.byref(dst), 1,"
+        " ctypes.byref(src), 1, 0)),"
+        " ('process_vm_writev', lambda: libc.process_vm_writev(pid, ctypes.byref(src), 1,"
+        " ctypes.byref(dst), 1, 0))]:\n"
+        "    out.append((name, rc(call())))\nprint(out)"
+    )
+    result, before = attack(hostile, cell)
+    assert set(_errnos(result).values()) == {errno.EPERM}, result.stdout
+    assert_host_unharmed(hostile, before)
+
+
+def test_the_worker_cannot_clear_its_death_signal_or_hide_from_the_host(hostile: Session) -> None:
+    # PR_SET_PDEATHSIG 0 would let the worker outlive its host; PR_SET_DUMPABLE 0 would close
+    # its /proc entries (I/O and CPU counters, its root) to a host that is not root.
+    cell = _ERRNO + "print([('pdeathsig', rc(libc.prctl(1, 0, 0, 0, 0))),"
+    cell += " ('dumpable', rc(libc.prctl(4, 0, 0, 0, 0))), ('get', libc.prctl(3, 0, 0, 0, 0))])"
+    result, before = attack(hostile, cell)
+    assert _errnos(result) == {"pdeathsig": errno.EPERM, "dumpable": errno.EPERM, "get": 1}
+    assert_host_unharmed(hostile, before)
+
+
+_OUTLIVE_THE_HOST = (
+    _WORKER + "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0: refused by seccomp\n"
+    "r, keep = os.pipe()\nos.dup2(r, w.reader.fd)  # the hang-up watch now waits on our own pipe\n"
+    "open('busy', 'w').write('now')\nwhile True:\n    pass"
+)
+
+
+@pytest.mark.parametrize(
+    "sandbox", [("strict",), ("best-effort", "landlock")], ids=["strict", "no-landlock"]
+)
+def test_a_worker_dies_with_its_killed_host_whatever_the_cell_did(
+    tmp_path: Path, sandbox: tuple[str, ...]
+) -> None:
+    # Attack 4: a cell that dup2s a fresh pipe over its control-in fd defeats the worker's watch
+    # on the host's pipe; after kill -9 of the host the worker ran on. PR_SET_PDEATHSIG (which
+    # the cell may not clear) ends it with the thread that started it.
+    assert_worker_dies_with_killed_host(tmp_path / "scratch", _OUTLIVE_THE_HOST, *sandbox)

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
-import subprocess
-import sys
+import threading
 from pathlib import Path
 
 import pytest
-from kernel_helpers import Session
+from kernel_helpers import Session, assert_worker_dies_with_killed_host
 
 from scrollctx.errors import WorkerCrashed
 from scrollctx.kernel import NAMESPACE_LOST, Kernel, render_observation
@@ -149,40 +147,25 @@ def test_worker_exits_when_the_host_goes_away_despite_threads_left_running(
     assert kernel.run_cell("print('after')").stdout == "after\n"
 
 
-_HOST = """
-import sys
-from scrollctx.kernel import Kernel
-kernel = Kernel(scratch=sys.argv[1], timeout=600)
-kernel.start()
-print(kernel.pid, flush=True)
-kernel.run_cell("open('busy', 'w').write('now')\\nwhile True:\\n    pass")
-"""
-
-
 def test_worker_busy_in_a_cell_exits_when_its_host_is_killed(tmp_path: Path) -> None:
-    # A host killed outright cannot interrupt its worker; the worker's own watch on the control
-    # pipe ends it instead of leaving a spinning orphan behind.
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    os.mkfifo(scratch / "busy")
-    host = subprocess.Popen([sys.executable, "-c", _HOST, str(scratch)], stdout=subprocess.PIPE)
-    assert host.stdout is not None
-    pid = int(host.stdout.readline())
-    exited = os.pidfd_open(pid)
-    groups = Path(f"/proc/{pid}/cgroup").read_text()
+    # A host killed outright cannot interrupt its worker; the worker must not be left behind as
+    # a spinning orphan.
+    cell = "open('busy', 'w').write('now')\nwhile True:\n    pass"
+    assert_worker_dies_with_killed_host(tmp_path / "scratch", cell)
+
+
+def test_a_kernel_started_from_a_thread_that_ended_keeps_its_worker(tmp_path: Path) -> None:
+    # The MCP server and the proxy start kernels from pool threads that come and go; a worker
+    # dies with the *thread* that started it, so every worker is started from one spawner
+    # thread that lives as long as the host.
+    kernel = Kernel(scratch=tmp_path / "scratch")
+    starter = threading.Thread(target=kernel.start)
+    starter.start()
+    starter.join()
     try:
-        assert (scratch / "busy").read_text() == "now"  # the cell is running its loop
-        host.kill()
-        host.wait()
-        assert select.select([exited], [], [], 30)[0], "the worker outlived its host"
+        pid = kernel.pid
+        first = kernel.run_cell("print('alive')")
+        assert first.stdout == "alive\n" and not first.namespace_lost, first.error
+        assert kernel.pid == pid
     finally:
-        os.close(exited)
-        host.stdout.close()
-        if os.path.exists(f"/proc/{pid}/status"):
-            os.kill(pid, signal.SIGKILL)
-        for line in groups.splitlines():  # the dead host could not remove its pids cgroup
-            if f"scroll-worker-{pid}" in line:
-                relative = line.split(":", 2)[2].lstrip("/")
-                for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
-                    with contextlib.suppress(OSError):
-                        Path(root, relative).rmdir()
+        kernel.close()

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
+import socket
+import time
 from pathlib import Path
 
 import pytest
 from kernel_helpers import Session, open_session
 
 from scrollctx.errors import UsageError
-from scrollctx.kernel import LAYERS, Kernel, SandboxPolicy, doctor, render_observation
+from scrollctx.kernel import LAYERS, Kernel, SandboxPolicy, _sandbox, doctor, render_observation
+from scrollctx.kernel._process import WorkerProcess, default_python
+from scrollctx.kernel._sandbox import SandboxPlan
 from scrollctx.log import Kind
 
 
@@ -133,3 +137,59 @@ def test_worker_holds_no_capabilities_and_is_filtered(shared: Session) -> None:
     assert status["NoNewPrivs"].strip() == "1"
     assert status["Seccomp"].strip() == "2"
     assert os.readlink(f"/proc/{shared.kernel.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+
+
+# -- each defence on its own, the others bypassed -------------------------------------------
+
+
+def _plan(scratch: Path) -> SandboxPlan:
+    return SandboxPlan(apply=(), unavailable=(), limits={}, scratch=str(scratch), db_path=None)
+
+
+def test_a_layer_whose_self_test_finds_it_open_is_reported_failed(tmp_path: Path) -> None:
+    # The probes run here, in the unconfined test process, for layers claimed "ok": each finds
+    # its layer open, and the layer must end "failed" (strict then refuses every cell).
+    plan = _plan(tmp_path)
+    plan.mark("landlock", "ok", "claimed, not applied")
+    plan.mark("seccomp", "ok", "claimed, not applied")
+    _sandbox._self_test(plan)
+    assert plan.report["landlock"]["state"] == "failed"
+    assert plan.report["landlock"]["detail"].startswith("self-test: could create")
+    assert plan.report["seccomp"] == {
+        "state": "failed",
+        "detail": "self-test: prctl(GET_SECCOMP) is not 2 (filter mode)",
+    }
+
+
+def test_a_network_namespace_that_still_shows_other_interfaces_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if unshare had returned success without isolating anything: the "only lo" check must
+    # catch it. Run in the test process, whose namespace has the machine's interfaces.
+    interfaces = [name for _, name in socket.if_nameindex()]
+    if interfaces == ["lo"]:
+        pytest.skip("this machine's own network namespace has only lo")
+    monkeypatch.setattr(_sandbox, "_unshare_network", lambda: None)
+    with pytest.raises(_sandbox._SelfTestFailed, match="interfaces after unshare are"):
+        _sandbox._apply_netns(_plan(tmp_path))
+
+
+def test_the_worker_refuses_cells_itself_when_a_strict_layer_does_not_hold(
+    tmp_path: Path,
+) -> None:
+    # The host refuses first; here it is bypassed: the boot frame asks for strict with Landlock
+    # missing, and a cell frame is sent anyway. The worker's own lock must hold.
+    worker = WorkerProcess(default_python(), tmp_path, None)
+    try:
+        deadline = time.monotonic() + 30
+        policy = SandboxPolicy(unavailable=frozenset({"landlock"})).to_wire()
+        boot = {"op": "boot", "id": 0, "scratch": str(tmp_path), "db_path": None}
+        worker.send({**boot, "policy": policy, "tools": []}, deadline)
+        ready = worker.reader.read(deadline)
+        assert ready is not None and ready["layers"]["landlock"]["state"] == "unavailable"
+        worker.send({"op": "cell", "id": 1, "code": "open('pwned', 'w').write('x')"}, deadline)
+        reply = worker.reader.read(deadline)
+        assert reply is not None and "landlock" in reply["refused"]
+        assert not (tmp_path / "pwned").exists()
+    finally:
+        worker.kill()

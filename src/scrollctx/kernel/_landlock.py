@@ -6,7 +6,8 @@ beneath ``write_paths`` (never ``EXECUTE`` and never the right to make device no
 bind/connect (ABI >= 4) and scopes signals and abstract unix sockets to the worker (ABI >= 6),
 then restricts the calling thread. It must run while the worker is still single-threaded, so
 every later thread inherits the domain. Every failing step raises :class:`OSError`; nothing is
-half-applied silently.
+half-applied silently. ``max_abi`` caps the ABI used below the kernel's (a test-only weakening:
+it shows what holds on older kernels such as Debian 12's, ABI 2).
 """
 
 from __future__ import annotations
@@ -111,12 +112,14 @@ def restrict(
     write_paths: Iterable[str],
     *,
     read_write_files: Iterable[str] = (),
+    max_abi: int | None = None,
 ) -> str:
     """Restrict this process to the given paths; return a one-line description of what holds."""
-    abi = abi_version()
-    if abi < 1:
+    kernel_abi = abi_version()
+    if kernel_abi < 1:
         err = ctypes.get_errno()
         raise OSError(err, f"Landlock is not available here ({os.strerror(err)})")
+    abi = min(kernel_abi, max_abi) if max_abi else kernel_abi
     handled = _handled_fs(abi)
     net = _NET_TCP if abi >= 4 else 0
     scoped = _SCOPES if abi >= 6 else 0
@@ -153,4 +156,7 @@ def restrict(
         extras.append("tcp denied")
     if scoped:
         extras.append("signals and abstract sockets scoped")
-    return f"ABI {abi}; " + "; ".join(["fs read-only except scratch", *extras])
+    if not abi >= 3:
+        extras.append("truncate not controlled (ABI < 3)")
+    capped = f" (capped from {kernel_abi} for testing)" if abi < kernel_abi else ""
+    return f"ABI {abi}{capped}; " + "; ".join(["fs read-only except scratch", *extras])

@@ -23,6 +23,9 @@ Profiles (``strict`` is the default and the only one that is not an opt-out):
 ``unavailable`` names layers to treat as missing on this machine: the worker does not apply them
 and reports them unavailable. It exists to check fail-closed behaviour and the doctor on a machine
 that has every layer; it only ever weakens the sandbox, so it cannot be used to claim protection.
+``landlock_abi`` is test-only in the same way: it caps the Landlock ABI the worker uses below the
+kernel's, so the hostile-cell suite shows that what ``strict`` claims holds on older kernels too
+(Ubuntu 22.04 has ABI 1, Debian 12 ABI 2: neither controls truncation; signal scoping needs 6).
 """
 
 from __future__ import annotations
@@ -82,8 +85,14 @@ class SandboxPolicy:
     profile: str = "strict"
     unavailable: frozenset[str] = field(default_factory=frozenset)
     limits: Limits = field(default_factory=Limits)
+    landlock_abi: int | None = None
+    """Test-only: the highest Landlock ABI the worker may use (``None``: the kernel's)."""
 
     def __post_init__(self) -> None:
+        if self.landlock_abi is not None and not (
+            isinstance(self.landlock_abi, int) and self.landlock_abi >= 1
+        ):
+            raise UsageError(f"landlock_abi must be an ABI version >= 1, not {self.landlock_abi!r}")
         if self.profile not in PROFILES:
             raise UsageError(
                 f"unknown sandbox profile {self.profile!r}; choose one of {', '.join(PROFILES)}"
@@ -118,6 +127,7 @@ class SandboxPolicy:
             "profile": self.profile,
             "apply": list(self.applied),
             "unavailable": sorted(self.unavailable),
+            "landlock_abi": self.landlock_abi,
             "limits": {
                 "address_space": self.limits.address_space,
                 "file_size": self.limits.file_size,

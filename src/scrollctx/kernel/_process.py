@@ -6,6 +6,10 @@ session, stdin from ``/dev/null``, and the control pipes passed by ``pass_fds``.
 stderr (C code, faulthandler) go to one pipe drained by a thread that keeps only the last few KiB,
 so a flood can neither block the worker nor grow the host; that tail is untrusted text, shown only
 to explain a crash. Writes to the worker never block past a deadline.
+
+Every worker is started from one long-lived daemon thread (:class:`_Spawner`), whatever thread
+asks: the worker's ``PR_SET_PDEATHSIG`` fires when the *thread* that forked it ends, and callers
+such as the MCP server start kernels from pool threads that come and go.
 """
 
 from __future__ import annotations
@@ -13,14 +17,17 @@ from __future__ import annotations
 import collections
 import errno
 import os
+import queue
 import select
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from scrollctx.errors import CellTimeout, WorkerCrashed
 from scrollctx.kernel._frames import FrameReader, encode_frame
@@ -31,6 +38,43 @@ from scrollctx.kernel._tasks import TaskCap, cap_tasks
 __all__ = ["WorkerProcess", "default_python", "describe_exit", "worker_environment"]
 
 _TAIL_BYTES = 8192
+_T = TypeVar("_T")
+
+
+class _Spawner:
+    """Runs process starts on one daemon thread that lives as long as the host process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._owner = 0
+
+    def run(self, start: Callable[[], _T]) -> _T:
+        """Call ``start`` on the spawner thread and return (or raise) what it did."""
+        future: Future[_T] = Future()
+        with self._lock:
+            if self._thread is None or self._owner != os.getpid():  # none yet, or we forked
+                self._jobs = queue.SimpleQueue()
+                self._thread = threading.Thread(
+                    target=self._serve, args=(self._jobs,), name="scroll-spawner", daemon=True
+                )
+                self._owner = os.getpid()
+                self._thread.start()
+            self._jobs.put((start, future))
+        return future.result()
+
+    @staticmethod
+    def _serve(jobs: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
+        while True:
+            start, future = jobs.get()
+            try:
+                future.set_result(start())
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+                future.set_exception(exc)
+
+
+_spawner = _Spawner()
 
 
 def worker_environment(scratch: Path) -> dict[str, str]:
@@ -99,17 +143,19 @@ class WorkerProcess:
         self._from_worker, from_write = os.pipe()
         out_read, out_write = os.pipe()
         try:
-            self.proc = subprocess.Popen(
-                [python, "-I", "-m", "scrollctx.kernel._worker",
-                 "--fd-in", str(to_read), "--fd-out", str(from_write)],
-                pass_fds=(to_read, from_write),
-                stdin=subprocess.DEVNULL,
-                stdout=out_write,
-                stderr=out_write,
-                env=worker_environment(scratch),
-                cwd=scratch,
-                start_new_session=True,
-                close_fds=True,
+            self.proc = _spawner.run(
+                lambda: subprocess.Popen(
+                    [python, "-I", "-m", "scrollctx.kernel._worker",
+                     "--fd-in", str(to_read), "--fd-out", str(from_write)],
+                    pass_fds=(to_read, from_write),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out_write,
+                    stderr=out_write,
+                    env=worker_environment(scratch),
+                    cwd=scratch,
+                    start_new_session=True,
+                    close_fds=True,
+                )
             )  # fmt: skip
         except OSError:
             for fd in (self._to_worker, self._from_worker, out_read):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import resource
 import signal
@@ -23,10 +24,11 @@ from typing import Any
 
 from scrollctx.kernel import _caps, _landlock, _seccomp
 
-__all__ = ["SandboxPlan", "apply_sandbox"]
+__all__ = ["SandboxPlan", "apply_sandbox", "die_with_host"]
 
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
+_PR_SET_PDEATHSIG = 1
 _PR_GET_SECCOMP = 21
 _SYS_FORK = 57
 _LINUX_ONLY = frozenset({"netns", "caps", "landlock", "seccomp"})
@@ -43,6 +45,7 @@ class SandboxPlan:
     limits: dict[str, int]
     scratch: str
     db_path: str | None
+    landlock_abi: int | None = None
     report: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
@@ -53,10 +56,28 @@ class SandboxPlan:
             limits=dict(policy.get("limits", {})),
             scratch=scratch,
             db_path=db_path,
+            landlock_abi=policy.get("landlock_abi"),
         )
 
     def mark(self, layer: str, state: str, detail: str) -> None:
         self.report[layer] = {"state": state, "detail": detail}
+
+
+def die_with_host() -> None:
+    """Have the kernel SIGKILL this worker as soon as the thread that started it is gone.
+
+    Called first in the worker, before it reads its boot frame, so before any model code; seccomp
+    later denies changing it. Unlike the worker's watch on its control pipe, no file descriptor
+    trick of a cell can defeat it. If the host died before this call, the boot frame never comes
+    (end of file) and the worker exits anyway. The host starts workers from one long-lived
+    thread (:mod:`scrollctx.kernel._process`), since the signal follows the parent *thread*.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl(PR_SET_PDEATHSIG) failed: {os.strerror(err)}")
 
 
 def apply_sandbox(plan: SandboxPlan) -> dict[str, dict[str, str]]:
@@ -107,12 +128,16 @@ def _apply_rlimits(plan: SandboxPlan) -> str:
     )
 
 
-def _apply_netns(plan: SandboxPlan) -> str:
+def _unshare_network() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     flags = _CLONE_NEWNET if os.geteuid() == 0 else _CLONE_NEWUSER | _CLONE_NEWNET
     if libc.unshare(flags) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"unshare(CLONE_NEWNET) failed: {os.strerror(err)}")
+
+
+def _apply_netns(plan: SandboxPlan) -> str:
+    _unshare_network()
     names = [name for _, name in socket.if_nameindex()]
     if names != ["lo"]:
         raise _SelfTestFailed(f"self-test: interfaces after unshare are {names}")
@@ -142,7 +167,9 @@ def _landlock_paths(plan: SandboxPlan) -> tuple[list[str], list[str]]:
 
 def _apply_landlock(plan: SandboxPlan) -> str:
     reads, writes = _landlock_paths(plan)
-    return _landlock.restrict(reads, writes, read_write_files=["/dev/null"])
+    return _landlock.restrict(
+        reads, writes, read_write_files=["/dev/null"], max_abi=plan.landlock_abi
+    )
 
 
 def _apply_seccomp(plan: SandboxPlan) -> str:
@@ -217,4 +244,14 @@ def _probe_seccomp(plan: SandboxPlan) -> str | None:
         return "kill(parent, 0) was allowed"
     if not _expect_denied(lambda: os.chmod(plan.scratch, 0o700)):
         return "chmod was allowed"
+    if libc.prctl(_PR_SET_PDEATHSIG, 0, 0, 0, 0) != -1:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # the probe must not weaken
+        return "prctl(PR_SET_PDEATHSIG) was allowed"
+    read_end, write_end = os.pipe()
+    try:
+        if not _expect_denied(lambda: fcntl.fcntl(write_end, fcntl.F_SETOWN, os.getpid())):
+            return "fcntl(F_SETOWN) was allowed"
+    finally:
+        os.close(read_end)
+        os.close(write_end)
     return None

@@ -12,6 +12,16 @@ filter meeting a foreign architecture at run time kills the process). The filter
   inode-flag ioctls (``FS_IOC_SETFLAGS``, ``FS_IOC_FSSETXATTR``), ``memfd_create`` and
   ``memfd_secret`` (memory outside ``RLIMIT_AS``) and System V / POSIX IPC (objects that outlive
   the worker in the host's IPC namespace);
+- returns ``EPERM`` for the ways to make the kernel signal another process or to watch files:
+  ``fcntl`` with ``F_SETOWN``, ``F_SETOWN_EX``, ``F_SETSIG``, ``F_SETLEASE`` or ``F_NOTIFY``,
+  ``ioctl`` ``FIOSETOWN``/``SIOCSPGRP`` (``O_ASYNC`` plus an owner delivers any signal to any
+  pid, past the kill filter), ``inotify_*`` and ``fanotify_*`` (instances are counted per uid,
+  so a loop exhausts them for every process of the host's user; watches see names in folders
+  Landlock denies);
+- returns ``EPERM`` for ``prctl(PR_SET_PDEATHSIG)`` and ``prctl(PR_SET_DUMPABLE)``: the worker
+  dies with its host, and the host keeps reading its ``/proc`` entries;
+- returns ``EOPNOTSUPP`` for ``fallocate``: blocks it reserves are not counted as written, so it
+  would fill a disk past the host's write watch; ``posix_fallocate`` then falls back to writes;
 - allows ``kill``/``tgkill``/``rt_(tg)sigqueueinfo`` only towards the worker's own pid;
 - returns ``ENOSYS`` for ``clone3`` so glibc falls back to ``clone`` (whose flags can be checked);
 - returns ``EPERM`` for x32 syscall numbers; allows everything else (file I/O is Landlock's job).
@@ -61,7 +71,8 @@ _DENIED: dict[str, int] = {
     "acct": 163, "settimeofday": 164, "clock_settime": 227, "sethostname": 170,
     "setdomainname": 171, "iopl": 172, "ioperm": 173, "syslog": 103, "quotactl": 179,
     "mknod": 133, "mknodat": 259, "open_by_handle_at": 304, "name_to_handle_at": 303,
-    "fanotify_init": 300, "landlock_create_ruleset": 444, "landlock_add_rule": 445,
+    "fanotify_init": 300, "inotify_init": 253, "inotify_init1": 294, "inotify_add_watch": 254,
+    "landlock_create_ruleset": 444, "landlock_add_rule": 445,
     "landlock_restrict_self": 446,
     # Still uid 0, the worker owns root's files: no mode, owner or xattr changes anywhere.
     "chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452, "chown": 92, "fchown": 93,
@@ -81,7 +92,15 @@ _SELF_ONLY_ARG0 = {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigq
 _CLONE = 56
 _CLONE3 = 435
 _IOCTL = 16
-_INODE_FLAG_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)  # FS_IOC(32)_SETFLAGS, FSSETXATTR
+_DENIED_IOCTLS = (
+    0x40086602, 0x40046602, 0x401C5820,  # FS_IOC(32)_SETFLAGS, FS_IOC_FSSETXATTR: inode flags
+    0x8901, 0x8902,  # FIOSETOWN, SIOCSPGRP: who gets the file's SIGIO
+)  # fmt: skip
+_FCNTL = 72
+_DENIED_FCNTLS = (8, 15, 10, 1024, 1026)  # F_SETOWN, F_SETOWN_EX, F_SETSIG, F_SETLEASE, F_NOTIFY
+_PRCTL = 157
+_DENIED_PRCTLS = (1, 4)  # PR_SET_PDEATHSIG, PR_SET_DUMPABLE
+_FALLOCATE = 285
 _PRLIMIT64 = 302  # allowed only as a read (new_limit == NULL), so getrlimit keeps working
 
 
@@ -113,6 +132,9 @@ def _program(own_pid: int) -> list[_Insn]:
         (_JEQ_K, _CLONE, "clone", None),
         (_JEQ_K, _PRLIMIT64, "prlimit", None),
         (_JEQ_K, _IOCTL, "ioctl", None),
+        (_JEQ_K, _FCNTL, "fcntl", None),
+        (_JEQ_K, _PRCTL, "prctl", None),
+        (_JEQ_K, _FALLOCATE, "eopnotsupp", None),
     ]
     prog += [(_JEQ_K, nr, "self_pid", None) for nr in _SELF_ONLY_ARG0.values()]
     prog += [(_JEQ_K, nr, "eperm", None) for nr in _DENIED.values()]
@@ -123,7 +145,15 @@ def _program(own_pid: int) -> list[_Insn]:
         (_JSET_K, _CLONE_THREAD, "allow", "eperm"),
         "ioctl",
         (_LD_W_ABS, 24, None, None),  # low 32 bits of args[1] (the request)
-        *((_JEQ_K, request, "eperm", None) for request in _INODE_FLAG_IOCTLS),
+        *((_JEQ_K, request, "eperm", None) for request in _DENIED_IOCTLS),
+        (_RET_K, _RET_ALLOW, None, None),
+        "fcntl",
+        (_LD_W_ABS, 24, None, None),  # low 32 bits of args[1] (the command)
+        *((_JEQ_K, command, "eperm", None) for command in _DENIED_FCNTLS),
+        (_RET_K, _RET_ALLOW, None, None),
+        "prctl",
+        (_LD_W_ABS, 16, None, None),  # low 32 bits of args[0] (the option)
+        *((_JEQ_K, option, "eperm", None) for option in _DENIED_PRCTLS),
         (_RET_K, _RET_ALLOW, None, None),
         "prlimit",
         (_LD_W_ABS, 32, None, None),  # low 32 bits of args[2] (new_limit)
@@ -139,6 +169,8 @@ def _program(own_pid: int) -> list[_Insn]:
         (_RET_K, _RET_ERRNO | errno.EPERM, None, None),
         "enosys",
         (_RET_K, _RET_ERRNO | errno.ENOSYS, None, None),
+        "eopnotsupp",
+        (_RET_K, _RET_ERRNO | errno.EOPNOTSUPP, None, None),
         "kill",
         (_RET_K, _RET_KILL_PROCESS, None, None),
     ]
@@ -181,4 +213,7 @@ def install_filter() -> str:
     if libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl(SET_SECCOMP) failed: {os.strerror(err)}")
-    return f"{len(insns)} instructions; fork/exec/sockets/ptrace/setrlimit denied"
+    return (
+        f"{len(insns)} instructions; fork/exec/sockets/ptrace/setrlimit, signal owners, "
+        "inotify and fallocate denied"
+    )

@@ -31,7 +31,7 @@ from scrollctx.kernel._bridge import ToolCallError, make_stub
 from scrollctx.kernel._cell import CellRunner
 from scrollctx.kernel._digest import summarize_namespace
 from scrollctx.kernel._frames import MAX_FRAME, FrameReader, encode_frame, write_frame
-from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox
+from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox, die_with_host
 
 __all__ = ["main"]
 
@@ -228,6 +228,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the worker until the host sends ``shutdown`` or closes the pipe."""
+    die_with_host()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only a running cell may be interrupted
     faulthandler.enable()
     args = _parse_args(argv)
