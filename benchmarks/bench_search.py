@@ -16,6 +16,9 @@ Run: ``.venv/bin/python benchmarks/bench_search.py [--cache DIR] [--queries 200]
    its OR pass built from document frequencies, with the same bm25 weights) on the FTS table
    alone: the gap between it and ``ms.search`` is the surface's own cost (the join with the log
    table, filters, snippets, shaping).
+4. The cost of per-event checksums: ``ms.expand(hits)`` of those 10 hits, and both calls again on
+   a surface whose checksum checks are switched off (a subclass made here, for this measure
+   only); the ratios verified / unverified are the cost of the checks.
 
 Prints the median and p95 of each and the ratios. Numbers only; nothing is asserted.
 """
@@ -34,10 +37,11 @@ from typing import Any
 
 from scrollctx.ingest import ingest_path
 from scrollctx.log import EventLog
-from scrollctx.surface import BM25_WEIGHTS, open_surface
+from scrollctx.surface import BM25_WEIGHTS, Budgets, MemorySurface, open_surface
 
 # Private on purpose: this measures exactly the statements ms.search compiles.
 from scrollctx.surface._broaden import TermStats, broad_expression
+from scrollctx.surface._filters import Binding
 from scrollctx.surface._query import parse_query
 
 SIZES = ("100K", "500K", "1M")
@@ -123,9 +127,18 @@ def same_passes(conn: sqlite3.Connection, stats: TermStats, question: str) -> li
     return hits
 
 
+class UnverifiedSurface(MemorySurface):
+    """``ms`` with its checksum checks switched off: the baseline of what the checks cost."""
+
+    def _verify_row(self, row: dict[str, Any]) -> None:
+        pass
+
+
 def measure(db: Path, queries: list[str]) -> dict[str, list[float]]:
-    """Time ``ms.search`` and the two bare queries on every question, interleaved."""
+    """Time ``ms.search``, ``ms.expand`` and the bare queries on every question, interleaved."""
     ms = open_surface(db)
+    unverified = UnverifiedSurface(db, Binding(None, None, None), Budgets())
+    hits = {q: ms.search(q, k=10) for q in queries}
     # The log attached as ``hist``, read-only, the way the surface sees it.
     conn = sqlite3.connect("file::memory:", uri=True)
     conn.execute("ATTACH DATABASE ? AS hist", (f"file:{db}?mode=ro",))
@@ -135,6 +148,9 @@ def measure(db: Path, queries: list[str]) -> dict[str, list[float]]:
         "bare OR": lambda q: conn.execute(BARE_SQL, (bare_match(q, "OR"),)).fetchall(),
         "bare AND": lambda q: conn.execute(BARE_SQL, (bare_match(q, "AND"),)).fetchall(),
         "ms passes": lambda q: same_passes(conn, stats, q),
+        "unverified search": lambda q: unverified.search(q, k=10),
+        "ms.expand": lambda q: ms.expand(hits[q]),
+        "unverified expand": lambda q: unverified.expand(hits[q]),
     }
     for question in queries[:10]:  # warm the page cache and statement caches
         for run in runs.values():
@@ -147,6 +163,7 @@ def measure(db: Path, queries: list[str]) -> dict[str, list[float]]:
             times[name].append(time.perf_counter() - started)
     conn.close()
     ms.close()
+    unverified.close()
     return times
 
 
@@ -169,12 +186,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(queries)} queries, k = 10")
     for name, values in times.items():
         print(
-            f"{name + ':':<12} median {1000 * statistics.median(values):7.2f} ms   "
+            f"{name + ':':<18} median {1000 * statistics.median(values):7.2f} ms   "
             f"p95 {1000 * p95(values):7.2f} ms"
         )
     ours = statistics.median(times["ms.search"])
     for name in ("bare OR", "bare AND", "ms passes"):
         print(f"ratio ms.search / {name} (medians): {ours / statistics.median(times[name]):.2f}x")
+    for call in ("search", "expand"):
+        checked = statistics.median(times[f"ms.{call}"])
+        print(
+            f"ratio ms.{call} / unverified {call} (medians, the checksum checks): "
+            f"{checked / statistics.median(times[f'unverified {call}']):.3f}x"
+        )
     return 0
 
 

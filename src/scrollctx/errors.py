@@ -93,13 +93,17 @@ class StoreError(ScrollError):
 
 
 class IntegrityError(StoreError):
-    """A store file is torn, corrupt or not a scrollctx store."""
+    """A store file is torn, corrupt or not a scrollctx store.
+
+    ``path`` is the damaged file; ``seq`` the damaged event, when one row is at fault.
+    """
 
     exit_code = 3
 
-    def __init__(self, message: str, *, path: str | None = None) -> None:
+    def __init__(self, message: str, *, path: str | None = None, seq: int | None = None) -> None:
         super().__init__(message)
         self.path = path
+        self.seq = seq
 
 
 class PayloadMissing(StoreError):

@@ -2,6 +2,15 @@
 
 from scrollctx.log._base import EventStore
 from scrollctx.log._events import Event, Kind, NewEvent, utc_now_iso
+from scrollctx.log._integrity import (
+    CHECKSUM_COLUMNS,
+    event_checksum,
+    fetch_rows,
+    is_undecodable,
+    stored_checksum,
+    tolerant_text,
+    verify_event,
+)
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
     PREVIEW_CHARS,
@@ -13,6 +22,7 @@ from scrollctx.log._store import EventLog
 from scrollctx.log._text import extractive_label, split_prose_code
 
 __all__ = [
+    "CHECKSUM_COLUMNS",
     "ArtifactRef",
     "DEFAULT_THRESHOLD",
     "Event",
@@ -23,7 +33,13 @@ __all__ = [
     "PREVIEW_CHARS",
     "PayloadStore",
     "ToolResultRef",
+    "event_checksum",
     "extractive_label",
+    "fetch_rows",
+    "is_undecodable",
     "split_prose_code",
+    "stored_checksum",
+    "tolerant_text",
     "utc_now_iso",
+    "verify_event",
 ]

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from scrollctx.log._integrity import CHECKSUM_COLUMNS, stored_checksum
+
 __all__ = ["MIGRATIONS", "apply_migrations", "fts5_available"]
 
 Migration = Callable[[sqlite3.Connection, bool], None]
@@ -72,16 +74,20 @@ def m001_conversation_history(conn: sqlite3.Connection, fts5: bool) -> None:
     )
     # Append-only is enforced by the database itself, not by convention in Python.
     for action in ("UPDATE", "DELETE"):
-        conn.execute(
-            f"""
-            CREATE TRIGGER ch_no_{action.lower()} BEFORE {action} ON conversation_history
-            BEGIN
-                SELECT RAISE(ABORT, 'conversation_history is append-only: {action} refused');
-            END
-            """
-        )
+        _refuse(conn, action)
     if fts5:
         _create_fts(conn)
+
+
+def _refuse(conn: sqlite3.Connection, action: str) -> None:
+    conn.execute(
+        f"""
+        CREATE TRIGGER ch_no_{action.lower()} BEFORE {action} ON conversation_history
+        BEGIN
+            SELECT RAISE(ABORT, 'conversation_history is append-only: {action} refused');
+        END
+        """
+    )
 
 
 def _create_fts(conn: sqlite3.Connection) -> None:
@@ -135,10 +141,43 @@ def m003_batch_indexing(conn: sqlite3.Connection, fts5: bool) -> None:
     )
 
 
+def m004_event_checksums(conn: sqlite3.Connection, fts5: bool) -> None:
+    # Every row carries a checksum (see log/_integrity.py) that readers verify, so a flipped
+    # byte is an IntegrityError naming the seq instead of a silently served row. Rows already
+    # in the store are backfilled here. The append-only trigger refuses every UPDATE, so this
+    # migration drops it, writes the new column of each row and creates the trigger again --
+    # all inside the one transaction apply_migrations opened with BEGIN IMMEDIATE: the write
+    # lock is held throughout, so no other writer can run while the trigger is gone, WAL
+    # readers see the table entirely before or entirely after, and any failure rolls the whole
+    # of it back, trigger included. Only ``checksum`` is written; no other column changes, and
+    # the full-text index (which reads prose, code and headline) stays valid. A row damaged
+    # before this upgrade gets the checksum of its damaged state: there is nothing older to
+    # compare it with (a row whose text is no longer valid UTF-8 fails the upgrade, and with it
+    # the open, as an IntegrityError: it is never given a checksum).
+    conn.execute("ALTER TABLE conversation_history ADD COLUMN checksum TEXT")
+    conn.execute("DROP TRIGGER IF EXISTS ch_no_update")
+    names = ", ".join(CHECKSUM_COLUMNS)
+    after = 0
+    while True:
+        rows = conn.execute(
+            f"SELECT {names} FROM conversation_history WHERE seq > ? ORDER BY seq LIMIT 1000",
+            (after,),
+        ).fetchall()
+        if not rows:
+            break
+        conn.executemany(
+            "UPDATE conversation_history SET checksum = ? WHERE seq = ?",
+            [(stored_checksum(row), row["seq"]) for row in rows],
+        )
+        after = rows[-1]["seq"]
+    _refuse(conn, "UPDATE")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("m001_conversation_history", m001_conversation_history),
     ("m002_store_meta", m002_store_meta),
     ("m003_batch_indexing", m003_batch_indexing),
+    ("m004_event_checksums", m004_event_checksums),
 ]
 
 

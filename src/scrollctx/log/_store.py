@@ -20,6 +20,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import operator
 import sqlite3
 import threading
 import time
@@ -30,6 +31,7 @@ from typing import Any
 
 from scrollctx.errors import IntegrityError, StoreError, UsageError
 from scrollctx.log._events import Event, NewEvent, utc_now_iso
+from scrollctx.log._integrity import fetch_rows, stored_checksum, verify_event
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
     ArtifactRef,
@@ -51,13 +53,20 @@ _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
-_INSERT = """
-INSERT INTO conversation_history (
-    session_id, agent_id, run_id, task_id, step_index, msg_index, kind, role, name,
-    content, prose, code, headline, label, tool_call_id, tool_input, tool_state, metadata,
-    created_at, dedup_key, payload_sha256, payload_size, searchable
-) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-"""
+_COLUMNS = (
+    "session_id", "agent_id", "run_id", "task_id", "step_index", "msg_index", "kind", "role",
+    "name", "content", "prose", "code", "headline", "label", "tool_call_id", "tool_input",
+    "tool_state", "metadata", "created_at", "dedup_key", "payload_sha256", "payload_size",
+    "searchable",
+)  # fmt: skip
+"""What an append inserts, in order; ``seq`` comes from the database, ``checksum`` last."""
+_SESSION, _DEDUP_KEY = _COLUMNS.index("session_id"), _COLUMNS.index("dedup_key")
+_INSERT = (
+    f"INSERT INTO conversation_history ({', '.join(_COLUMNS)}, checksum) "
+    f"VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})"
+)
+_TEXT_FIELDS = ("session_id", "agent_id", "run_id", "task_id", "kind", "role", "name",
+                "headline", "tool_call_id", "tool_state", "created_at", "dedup_key")  # fmt: skip
 
 
 class EventLog:
@@ -224,6 +233,7 @@ class EventLog:
             raise UsageError("an event needs a non-empty session_id")
         if not event.kind:
             raise UsageError("an event needs a non-empty kind")
+        _check_types(event)
         content = event.content or ""
         data = content.encode("utf-8")
         sha256: str | None = None
@@ -238,8 +248,8 @@ class EventLog:
             event.agent_id,
             event.run_id,
             event.task_id,
-            event.step_index,
-            event.msg_index,
+            _integer(event.step_index, "step_index"),
+            _integer(event.msg_index, "msg_index"),
             event.kind,
             event.role,
             event.name,
@@ -261,21 +271,22 @@ class EventLog:
 
     def _insert_batch(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[int]:
         # The write lock (BEGIN IMMEDIATE) is held, so AUTOINCREMENT hands out consecutive
-        # seqs after ``before`` and no other writer can slip in. Known dedup keys are looked up
-        # first: a conflicting INSERT would still burn a seq, leaving gaps on every re-import.
+        # seqs after ``before`` and no other writer can slip in: each row's checksum can cover
+        # its seq before the row is inserted. Known dedup keys are looked up first: a
+        # conflicting INSERT would still burn a seq, leaving gaps on every re-import.
         before = self._last_seq(conn)
         known = _existing_keys(conn, rows)
         seqs: list[int] = []
         fresh: list[tuple[Any, ...]] = []
         for row in rows:
-            key = (row[0], row[19])
-            if row[19] is not None and key in known:
+            key = (row[_SESSION], row[_DEDUP_KEY])
+            if row[_DEDUP_KEY] is not None and key in known:
                 seqs.append(known[key])
                 continue
             seq = before + len(fresh) + 1
-            fresh.append(row)
+            fresh.append((*row, _checksum(seq, row)))
             seqs.append(seq)
-            if row[19] is not None:
+            if row[_DEDUP_KEY] is not None:
                 known[key] = seq
         conn.executemany(_INSERT, fresh)
         if self._last_seq(conn) != before + len(fresh):
@@ -349,9 +360,13 @@ class EventLog:
             raise _store_error(self.path, "read", exc) from exc
 
     def _select(self, where: str, params: Sequence[Any]) -> list[Event]:
-        rows = self.execute(
-            f"SELECT * FROM conversation_history WHERE {where} ORDER BY seq", params
-        )
+        sql = f"SELECT * FROM conversation_history WHERE {where} ORDER BY seq"
+        try:
+            rows = fetch_rows(self._conn, sql, params)
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(self.path, "read", exc) from exc
+        for row in rows:
+            verify_event(row, path=self.path)
         return [Event.from_row(row) for row in rows]
 
 
@@ -361,8 +376,8 @@ def _existing_keys(
     """Return ``{(session_id, dedup_key): seq}`` for the batch's keys already in the log."""
     by_session: dict[str, list[str]] = {}
     for row in rows:
-        if row[19] is not None:
-            by_session.setdefault(row[0], []).append(row[19])
+        if row[_DEDUP_KEY] is not None:
+            by_session.setdefault(row[_SESSION], []).append(row[_DEDUP_KEY])
     found: dict[tuple[str, str], int] = {}
     for session_id, keys in by_session.items():
         for start in range(0, len(keys), 500):
@@ -379,6 +394,32 @@ def _existing_keys(
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _checksum(seq: int, row: tuple[Any, ...]) -> str:
+    """The checksum of a prepared row, its JSON columns as they will be stored."""
+    values = dict(zip(_COLUMNS, row, strict=True))
+    values["seq"] = seq
+    return stored_checksum(values)
+
+
+def _check_types(event: NewEvent) -> None:
+    # SQLite would store a number given for a text column as text (and a digit string given for
+    # an integer column as an integer): the row read back would then differ from what was
+    # hashed, and fail its own checksum. Refuse such values instead of converting them.
+    for name in _TEXT_FIELDS:
+        value = getattr(event, name)
+        if value is not None and not isinstance(value, str):
+            raise UsageError(f"event field {name} must be text or None; got {value!r}")
+
+
+def _integer(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    try:
+        return operator.index(value)
+    except TypeError as exc:
+        raise UsageError(f"event field {name} must be an integer or None; got {value!r}") from exc
 
 
 def _connect(path: Path, lock_timeout: float) -> sqlite3.Connection:

@@ -23,7 +23,14 @@ from pathlib import Path
 from typing import Any, cast
 
 from scrollctx.errors import IntegrityError, PayloadMissing, QueryError
-from scrollctx.log import PayloadStore
+from scrollctx.log import (
+    CHECKSUM_COLUMNS,
+    PayloadStore,
+    fetch_rows,
+    is_undecodable,
+    tolerant_text,
+    verify_event,
+)
 from scrollctx.surface._dates import days_between as _days_between
 from scrollctx.surface._filters import Binding, build_filters
 from scrollctx.surface._guard import Deadline, connect_read_only
@@ -37,8 +44,13 @@ _FULL_COLUMNS = """
     c.role, c.name, c.created_at,
     COALESCE(json_extract(c.metadata, '$.date'), substr(c.created_at, 1, 10)) AS date,
     c.headline, c.label, c.content, c.tool_call_id, c.tool_input, c.tool_state, c.metadata,
-    c.payload_sha256, c.payload_size
+    c.payload_sha256, c.payload_size, c.dedup_key, c.searchable, c.checksum
 """
+_CHECKED_ONLY = ("dedup_key", "searchable", "checksum")  # read to verify a row, not returned
+_CHECK_SQL = (
+    f"SELECT {', '.join(CHECKSUM_COLUMNS)}, checksum FROM hist.conversation_history "
+    "WHERE seq IN (SELECT value FROM json_each(?))"
+)
 _STORED_AT = "stored_at"
 
 _READ_STATEMENT = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(\w+)", re.DOTALL)
@@ -180,7 +192,15 @@ class MemorySurface:
             created_to=created_to,
         )
         options = SearchOptions(k, bool(snippet), chars)
-        return self._keep(self._searcher.search(query, filters, options))
+        try:
+            hits = self._searcher.search(query, filters, options)
+        except sqlite3.OperationalError as exc:
+            if not is_undecodable(exc):
+                raise
+            with tolerant_text(self._conn):  # a damaged row: find it, so _verify names it
+                hits = self._searcher.search(query, filters, options)
+        self._verify([hit["seq"] for hit in hits])
+        return self._keep(hits)
 
     def expand(self, first: object, last: int | None = None) -> ResultRows:
         """Return full rows (whole content, large payloads read back) in seq order.
@@ -381,12 +401,17 @@ class MemorySurface:
             f"SELECT {_FULL_COLUMNS} FROM hist.conversation_history AS c "
             f"WHERE {where} ORDER BY c.seq LIMIT ?"
         )
+        args = (*params, self._budgets.rows + 1)
         result = ResultRows()
         with self._deadline.running(self._budgets.seconds):
             try:
-                cursor = self._conn.execute(sql, (*params, self._budgets.rows + 1))
-                self._collect(cursor, result, what, full=True)
+                self._collect(self._conn.execute(sql, args), result, what, full=True)
             except sqlite3.DatabaseError as exc:
+                if is_undecodable(exc):  # a damaged row: read again so _full_row names its seq
+                    with tolerant_text(self._conn):
+                        result = ResultRows()
+                        self._collect(self._conn.execute(sql, args), result, what, full=True)
+                    return result
                 self._raise_unless_timeout(exc, sql)
                 result.note(self._time_note(what), partial=True)
         return result
@@ -424,7 +449,19 @@ class MemorySurface:
             f"{result[-1]['seq']}; continue after that seq"
         )
 
+    def _verify(self, seqs: list[int]) -> None:
+        """Check the stored checksum of each of these rows (search hits carry too few columns)."""
+        if seqs:
+            for row in fetch_rows(self._conn, _CHECK_SQL, (_json_list(seqs),)):
+                self._verify_row(row)
+
+    def _verify_row(self, row: dict[str, Any]) -> None:
+        verify_event(row, path=self._db_path)
+
     def _full_row(self, row: dict[str, Any], result: ResultRows) -> dict[str, Any]:
+        self._verify_row(row)
+        for name in _CHECKED_ONLY:
+            del row[name]
         row["metadata"] = load_json(row["metadata"]) or {}
         row["tool_input"] = load_json(row["tool_input"])
         row["payload_missing"] = False
