@@ -22,8 +22,8 @@ from scrollctx.log._store import EventLog
 from scrollctx.log._text import extractive_label, split_prose_code
 
 __all__ = [
-    "CHECKSUM_COLUMNS",
     "ArtifactRef",
+    "CHECKSUM_COLUMNS",
     "DEFAULT_THRESHOLD",
     "Event",
     "EventLog",
