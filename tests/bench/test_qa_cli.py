@@ -107,6 +107,9 @@ def test_bad_input_gives_one_line_errors(
         "--data",
         str(shared_data),
     ]
+    bad = tmp_path / "prompts"
+    bad.mkdir()
+    (bad / "beam_rubric.md").write_text("Grade {{criterion}}.")
     cases = [
         (["--benchmark", "beam", "--system", "bogus"], "unknown system 'bogus'"),
         (
@@ -116,6 +119,10 @@ def test_bad_input_gives_one_line_errors(
         (["--benchmark", "longmemeval"], "LongMemEval is not shipped here"),
         (["--benchmark", "beam", "--limit", "1"], "pass --judge-model"),
         (["--benchmark", "locomo", "--categories", "9"], "unknown locomo category 9"),
+        (
+            ["--benchmark", "beam", "--judge-model", "openai:j", "--judge-prompts", str(bad)],
+            "missing {{response}}",
+        ),
     ]
     for extra, message in cases:
         assert scroll(base + extra) == 2

@@ -63,9 +63,9 @@ def scripted_model(answer: str) -> Callable[[RecordedRequest], ScriptedReply]:
 def _judge_or_summarize(prompt: str) -> ScriptedReply:
     if prompt.startswith("You keep the memory"):
         return ScriptedOpenAIServer.text_reply(SUMMARY)
-    if "Why it cannot be answered" in prompt:  # abstention: right when the answer abstains
+    if "Explanation: " in prompt:  # abstention: right when the answer abstains
         return ScriptedOpenAIServer.text_reply("yes" if "not mentioned" in prompt else "no")
-    reference = prompt.split("Reference answer: ")[1].split("\n\n")[0].lower()
+    reference = prompt.split("Correct answer: ")[1].split("\n\n")[0].lower()
     response = prompt.split("Assistant's response: ")[1].split("\n\n")[0].lower()
     return ScriptedOpenAIServer.text_reply("yes" if reference in response else "no")
 
@@ -208,6 +208,45 @@ def test_locomo_run_scores_f1_without_a_judge_and_j_with_one(
     run_questions(questions, system, judged, judge=_judge(model_server))
     assert judged.records()[0]["scores"] == {"f1": 1.0, "j": 1.0}
     assert judged.records()[0]["corpus_tokens"] > 10_000  # conv-26 has 19 sessions
+    assert judged.records()[0]["judge_settings"]["beam_ordering_match"] == "pairwise"
+
+
+def test_locomo_no_answer_counts_as_wrong_in_j_and_an_unreadable_j_keeps_the_f1(
+    model_server: ScriptedModelServer, shared_data: Path, tmp_path: Path
+) -> None:
+    """The J mean counts runs that ended without an answer as wrong (the published J runs
+    judge whatever the system said, so no answer is a wrong answer); a J reply that cannot be
+    read leaves out the J of that record only, never its F1."""
+    from scrollctx.bench._questions import locomo_questions
+    from scrollctx.bench._tables import build_sections
+
+    questions = locomo_questions(
+        shared_data / "locomo" / "locomo10.json", tmp_path / "data", categories=["4"], limit=2
+    )
+    gold = {q.question: q.answer for q in questions}
+
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        if not request.body.get("tools"):
+            return ScriptedOpenAIServer.text_reply("I cannot tell.")  # no label at all
+        asked = " ".join(str(m.get("content")) for m in request.body["messages"])
+        if questions[0].question in asked:  # the first never answers: the step limit ends it
+            return ScriptedOpenAIServer.tool_calls_reply([("repl_exec", {"source": "1"})])
+        answer = gold[questions[1].question]
+        return ScriptedOpenAIServer.tool_calls_reply([("submit_answer", {"answer": answer})])
+
+    model_server.respond = respond
+    system = get_system("scroll", _settings(model_server), tmp_path / "work")
+    results = ResultFile(tmp_path / "r.jsonl")
+    run_questions(questions, system, results, judge=_judge(model_server))
+    silent, answered = sorted(results.records(), key=lambda r: r["qid"] != questions[0].qid)
+    assert silent["run_status"] == "failed" and silent["scores"] == {"f1": 0.0, "j": 0.0}
+    assert answered["status"] == "scored" and answered["scores"] == {"f1": 1.0}
+    assert set(answered["malformed"]) == {"j"}
+    (section,) = build_sections(results.records())
+    assert section.accuracy["overall"]["scroll"] == 50.0  # both F1s: (0 + 1) / 2
+    assert section.accuracy["J (1-4)"]["scroll"] == 0.0  # the silent run's 0; the other left out
+    assert section.counts["J (1-4)"]["scroll"] == 1
+    assert section.status["scroll"]["malformed"] == 1
 
 
 _INDEX_CHECK = (

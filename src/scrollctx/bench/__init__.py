@@ -12,9 +12,16 @@ Markdown tables, PNG plots and JSON.
 """
 
 from scrollctx.bench._bm25 import TOKENIZERS, BM25Baseline, tokenize, word_tokens
-from scrollctx.bench._f1 import locomo_score, normalize_answer, token_f1
-from scrollctx.bench._judge import Judge, Verdict
-from scrollctx.bench._kendall import OrderingScore, normalized_tau, ordering_score, tau_b
+from scrollctx.bench._f1 import choose_option, locomo_score, normalize_answer, token_f1
+from scrollctx.bench._judge import ORDERING_MATCHES, ORDERING_RANKS, Judge, Verdict
+from scrollctx.bench._judge_prompts import JUDGE_PROMPTS, JudgePrompts
+from scrollctx.bench._kendall import (
+    OrderingScore,
+    beam_ordering_score,
+    normalized_tau,
+    ordering_score,
+    tau_b,
+)
 from scrollctx.bench._labels import (
     BEAM_SIZES,
     BeamChat,
@@ -48,6 +55,7 @@ from scrollctx.bench._questions import (
     Question,
     beam_questions,
     categories_of,
+    locomo_options,
     locomo_questions,
     longmemeval_questions,
 )
@@ -67,8 +75,7 @@ from scrollctx.bench._retrieval import (
     read_turns,
 )
 from scrollctx.bench._runner import RunSummary, run_questions
-from scrollctx.bench._scoring import PRIMARY, Scored, score_answer
-from scrollctx.bench._stem import stem
+from scrollctx.bench._scoring import PRIMARY, Scored, score_answer, zero_scores
 from scrollctx.bench._systems import SYSTEMS as QA_SYSTEMS
 from scrollctx.bench._systems import Attempt, RunSettings, System, get_system, task_text
 
@@ -83,10 +90,14 @@ __all__ = [
     "Conversation",
     "DEFAULT_KS",
     "History",
+    "JUDGE_PROMPTS",
     "Judge",
+    "JudgePrompts",
     "LEVELS",
     "LabelCounts",
     "LocomoConversation",
+    "ORDERING_MATCHES",
+    "ORDERING_RANKS",
     "OrderingScore",
     "PAIRED_METRICS",
     "PRIMARY",
@@ -107,8 +118,10 @@ __all__ = [
     "Verdict",
     "beam_chats",
     "beam_conversations",
+    "beam_ordering_score",
     "beam_questions",
     "categories_of",
+    "choose_option",
     "comparison_rows",
     "evaluate_retrieval",
     "first_occurrences",
@@ -116,6 +129,7 @@ __all__ = [
     "get_system",
     "load_locomo",
     "locomo_conversations",
+    "locomo_options",
     "locomo_questions",
     "locomo_score",
     "longmemeval_questions",
@@ -138,11 +152,11 @@ __all__ = [
     "score_answer",
     "score_ranking",
     "session_ranking",
-    "stem",
     "task_text",
     "tau_b",
     "token_f1",
     "tokenize",
     "word_tokens",
     "write_report",
+    "zero_scores",
 ]

@@ -1,102 +1,146 @@
-"""The judges' prompts, in our own words, faithful in substance to each benchmark's rubric.
+"""The judges' prompts: package files in our own words, or files a user supplies.
 
-LongMemEval (one yes/no prompt per question type; the official judge reads ``yes`` in the
-reply), BEAM (one criterion of the rubric at a time, graded 1 / 0.5 / 0 with a JSON reply;
-event ordering matches response lines to the reference events) and LoCoMo's community "J"
-judge (a generous CORRECT/WRONG). Placeholders use :meth:`str.format` fields.
+Each prompt is one file, ``<name>.md``, whose placeholders are written ``{{name}}``; every
+other character is literal (braces of a JSON example, ``$`` amounts), so an official prompt
+text can be dropped in as it is once its placeholders are renamed. ``--judge-prompts DIR``
+replaces the package file of each name found in DIR; the names and placeholders are:
 
-Deviation from BEAM's reference code, on purpose: its judge prompt has a ``<question>``
-placeholder that is never filled in; ours fills it in.
+============================= =================================== ==========================
+prompt                        used for                            placeholders
+============================= =================================== ==========================
+longmemeval_factual           single-session-user/-assistant,     question, answer, response
+                              multi-session
+longmemeval_temporal          temporal-reasoning                  question, answer, response
+longmemeval_knowledge_update  knowledge-update                    question, answer, response
+longmemeval_preference        single-session-preference (answer   question, answer, response
+                              is the rubric)
+longmemeval_abstention        every ``_abs`` question (answer is  question, answer, response
+                              the explanation)
+beam_rubric                   one rubric criterion                criterion, response;
+                                                                  question optional
+beam_equivalence              one event against one answer line   reference, line
+                              (event ordering, pairwise matching)
+beam_ordering_batch           every answer line in one call       events, lines;
+                              (event ordering, batch matching)    question optional
+locomo_j                      LoCoMo J                            question, answer, response
+============================= =================================== ==========================
+
+Invariants: a prompt set is checked when it is loaded (before any question runs): a file
+missing a required placeholder, or naming one that does not exist, is a
+:class:`~scrollctx.errors.UsageError` that names the file and the placeholders; so is a file in
+DIR whose name is not a prompt. Rendering replaces each placeholder in one pass, so text that
+a value brings in (an answer containing ``{{question}}``) is never substituted again.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "BEAM_ORDERING",
-    "BEAM_RUBRIC_ITEM",
-    "LME_ABSTENTION",
-    "LME_FACTUAL",
-    "LME_KNOWLEDGE_UPDATE",
-    "LME_PREFERENCE",
-    "LME_TEMPORAL",
-    "LOCOMO_J",
-]
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
 
-_LME_HEAD = (
-    "You grade a chat assistant's answer to a question about the user's earlier "
-    "conversations.\n\nQuestion: {question}\n\nReference answer: {answer}\n\n"
-    "Assistant's response: {response}\n\n"
-)
-_LME_TAIL = "\n\nAnswer with one word: yes or no."
+from scrollctx.errors import UsageError
 
-LME_FACTUAL = (
-    _LME_HEAD + "Say yes if the response contains the reference answer, states something "
-    "equivalent to it, or shows every step needed to reach it. Say no if the response is wrong, "
-    "or if it gives only part of the information the reference answer requires." + _LME_TAIL
-)
-"""single-session-user, single-session-assistant and multi-session questions."""
+__all__ = ["JUDGE_PROMPTS", "JudgePrompts"]
 
-LME_TEMPORAL = (
-    _LME_HEAD + "Say yes if the response contains the reference answer, states something "
-    "equivalent to it, or shows every step needed to reach it; say no if it is wrong or only "
-    "partly right. Counting days, weeks or months is allowed to be off by one: for example a "
-    "response of 18 days where the reference says 19 is still correct." + _LME_TAIL
-)
-"""temporal-reasoning questions: off-by-one tolerance on counts of days, weeks or months."""
+_LME: tuple[set[str], set[str]] = ({"question", "answer", "response"}, set())
+JUDGE_PROMPTS: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
+    name: (frozenset(required), frozenset(optional))
+    for name, (required, optional) in {
+        "longmemeval_factual": _LME,
+        "longmemeval_temporal": _LME,
+        "longmemeval_knowledge_update": _LME,
+        "longmemeval_preference": _LME,
+        "longmemeval_abstention": _LME,
+        "beam_rubric": ({"criterion", "response"}, {"question"}),
+        "beam_equivalence": ({"reference", "line"}, set()),
+        "beam_ordering_batch": ({"events", "lines"}, {"question"}),
+        "locomo_j": _LME,
+    }.items()
+}
+"""Every judge prompt: (required placeholders, optional placeholders)."""
 
-LME_KNOWLEDGE_UPDATE = (
-    _LME_HEAD + "The reference answer is the user's latest, updated information. Say yes if "
-    "the response gives this updated answer; a response that also mentions older information "
-    "is still correct, as long as it gives the updated answer as the current one. Say no if "
-    "the response gives only outdated information or is otherwise wrong." + _LME_TAIL
-)
-"""knowledge-update questions: older information next to the update is accepted."""
+_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]\w*)\s*\}\}")
 
-LME_PREFERENCE = (
-    "You grade a chat assistant's reply to a user whose preferences appeared in earlier "
-    "conversations.\n\nUser's request: {question}\n\nRubric for the reply the user would "
-    "want: {answer}\n\nAssistant's response: {response}\n\nSay yes if the response recalls "
-    "and uses the user's personal information correctly, in the spirit of the rubric; it need "
-    "not cover every point of the rubric. Say no if it ignores or misuses that information."
-    + _LME_TAIL
-)
-"""single-session-preference questions: the gold answer is a rubric."""
 
-LME_ABSTENTION = (
-    "You grade a chat assistant's answer to a question that cannot be answered from the "
-    "user's earlier conversations (it asks about something that was never said).\n\n"
-    "Question: {question}\n\nWhy it cannot be answered: {answer}\n\nAssistant's response: "
-    "{response}\n\nSay yes if the response recognizes that the question cannot be answered "
-    "from the conversations (for example, says the information was never mentioned or is not "
-    "available). Say no if it answers as though the information existed." + _LME_TAIL
-)
-"""Any question whose id ends in ``_abs``."""
+def _shown(names: list[str]) -> str:
+    return ", ".join("{{" + name + "}}" for name in names)
 
-BEAM_RUBRIC_ITEM = (
-    "You grade one criterion of a rubric against an assistant's response.\n\n"
-    "Question: {question}\n\nCriterion: {criterion}\n\nResponse: {response}\n\n"
-    "Grade meaning, not wording: a paraphrase meets the criterion, a number written "
-    "differently but with the same value counts, and style or format does not matter unless "
-    "the criterion asks for it. Score 1.0 if the response fully meets the criterion, 0.5 if it "
-    "meets it only partly, 0.0 if it does not meet it or does not address the question.\n\n"
-    'Reply with JSON only, exactly: {{"score": 1.0 or 0.5 or 0.0, "reason": "one sentence"}}'
-)
 
-BEAM_ORDERING = (
-    "An assistant was asked to list events in the order they happened. Decide, for each line "
-    "of its response, which reference event (if any) the line states.\n\nQuestion: "
-    "{question}\n\nReference events (numbered):\n{events}\n\nResponse lines (numbered):\n"
-    "{lines}\n\nA line states an event when it describes the same thing, even in other "
-    "words. Use each event number at most once, for the first line that states it.\n\n"
-    'Reply with JSON only: {{"matches": [...]}} with one entry per response line, in order: '
-    "the event's number, or null when the line states none of the events."
-)
+def _check(name: str, text: str, where: str) -> None:
+    required, optional = JUDGE_PROMPTS[name]
+    used = set(_PLACEHOLDER.findall(text))
+    missing, unknown = sorted(required - used), sorted(used - required - optional)
+    problems = []
+    if missing:
+        problems.append("missing " + _shown(missing))
+    if unknown:
+        problems.append("unknown " + _shown(unknown))
+    if problems:
+        allowed = _shown(sorted(required | optional))
+        raise UsageError(
+            f"judge prompt {where}: {'; '.join(problems)} (its placeholders are {allowed})"
+        )
 
-LOCOMO_J = (
-    "You grade an answer to a question about a conversation between two people.\n\n"
-    "Question: {question}\n\nGold answer: {answer}\n\nGenerated answer: {response}\n\n"
-    "Be generous: the generated answer is CORRECT if it refers to the same fact, person, "
-    "thing or time as the gold answer, even if it is longer or worded differently (for dates, "
-    "a different format or a relative phrase that resolves to the same date is fine). It is "
-    "WRONG otherwise.\n\nReply with one word: CORRECT or WRONG."
-)
+
+def _package_text(name: str) -> str:
+    path = resources.files("scrollctx.bench") / "judge_prompts" / f"{name}.md"
+    return path.read_text(encoding="utf-8").strip()
+
+
+@dataclass(frozen=True, slots=True)
+class JudgePrompts:
+    """One checked set of judge prompts (see the module docstring).
+
+    Example::
+
+        prompts = JudgePrompts.load(Path("official-prompts"))   # or JudgePrompts.load()
+        text = prompts.render("locomo_j", question="q", answer="a", response="r")
+    """
+
+    texts: Mapping[str, str]
+    origins: Mapping[str, str]
+    """Where each prompt came from: ``package`` or the file's path."""
+
+    @classmethod
+    def load(cls, folder: Path | None = None) -> JudgePrompts:
+        """The package prompts, each replaced by ``folder/<name>.md`` when that file exists.
+
+        Raises:
+            UsageError: ``folder`` is not a folder, holds a ``.md`` file that is not a prompt,
+                or a prompt whose placeholders are wrong.
+        """
+        texts = {name: _package_text(name) for name in JUDGE_PROMPTS}
+        origins = dict.fromkeys(JUDGE_PROMPTS, "package")
+        if folder is not None:
+            for name, path in _user_files(Path(folder)).items():
+                texts[name] = path.read_text(encoding="utf-8").strip()
+                origins[name] = str(path)
+        for name, text in texts.items():
+            _check(name, text, origins[name] if origins[name] != "package" else name)
+        return cls(texts, origins)
+
+    def render(self, name: str, **values: object) -> str:
+        """Fill ``name``'s placeholders with ``values`` (a missing optional one becomes "")."""
+        text = self.texts[name]
+        return _PLACEHOLDER.sub(lambda m: str(values.get(m.group(1), "")), text)
+
+
+def _user_files(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        raise UsageError(f"--judge-prompts {folder} is not a folder of <prompt>.md files")
+    found = {path.stem: path for path in sorted(folder.glob("*.md"))}
+    unknown = sorted(set(found) - set(JUDGE_PROMPTS))
+    if unknown:
+        raise UsageError(
+            f"--judge-prompts {folder}: {', '.join(f + '.md' for f in unknown)} "
+            f"{'is not a judge prompt' if len(unknown) == 1 else 'are not judge prompts'}; "
+            f"the prompts are: {', '.join(JUDGE_PROMPTS)}"
+        )
+    if not found:
+        raise UsageError(
+            f"--judge-prompts {folder} holds no <prompt>.md file; the prompts are: "
+            + ", ".join(JUDGE_PROMPTS)
+        )
+    return found

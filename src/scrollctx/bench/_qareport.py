@@ -111,16 +111,15 @@ def _accuracy_table(section: Section) -> list[str]:
 
 def _status_table(section: Section) -> list[str]:
     lines = [
-        "| system | scored | of which no answer (scored 0) | unscored (judge reply unreadable) "
-        "| error (runs again) |",
-        "|---|---|---|---|---|",
+        "| system | scored | of which no answer (scored 0) | unscored (primary judge reply "
+        "unreadable) | with an unreadable judge reply (that score left out) | judge said "
+        "neither yes nor no (counted wrong) | error (runs again) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for system in section.systems:
         counts = section.status.get(system, {})
-        lines.append(
-            f"| {system} | {counts.get('scored', 0)} | {counts.get('no_answer', 0)} | "
-            f"{counts.get('unscored', 0)} | {counts.get('error', 0)} |"
-        )
+        cells = ("scored", "no_answer", "unscored", "malformed", "unreadable", "error")
+        lines.append(f"| {system} | " + " | ".join(str(counts.get(c, 0)) for c in cells) + " |")
     return lines
 
 

@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ __all__ = [
     "Question",
     "beam_questions",
     "categories_of",
+    "locomo_options",
     "locomo_questions",
     "longmemeval_questions",
 ]
@@ -167,7 +169,7 @@ def _lme_iter(path: Path, folder: Path, wanted: frozenset[str] | None) -> Iterat
         if not isinstance(record, dict) or "question_id" not in record:
             raise FormatError(f"{path} holds an entry without question_id", path=str(path))
         qid, kind = str(record["question_id"]), str(record.get("question_type", ""))
-        is_abs = qid.endswith("_abs")
+        is_abs = "_abs" in qid  # the official scorer's test
         if wanted is not None and kind not in wanted and not (is_abs and "abstention" in wanted):
             continue
         history = History(f"longmemeval/{qid}", _write_single(folder, qid, record), "longmemeval")
@@ -274,6 +276,19 @@ def locomo_questions(
         raise FormatError(f"{path} is not a LoCoMo file (expected a JSON list of samples)")
     folder = work_dir / "histories" / "locomo"
     return _take(_locomo_iter(samples, folder, wanted), limit)
+
+
+def locomo_options(question: Question) -> tuple[str, str]:
+    """The two options (a) and (b) of a category-5 question, in the order it is posed.
+
+    One option is "Not mentioned in the conversation", the other the adversarial answer; the
+    official run orders them at random, ours by a hash of the question id, so a rerun poses
+    the same question and the scorer knows which letter is which.
+    """
+    options = (question.answer, str(question.extra.get("adversarial_answer", "")))
+    if hashlib.sha256(question.qid.encode()).digest()[0] % 2:
+        return options[1], options[0]
+    return options
 
 
 def _locomo_iter(

@@ -27,7 +27,7 @@ from scrollctx.errors import FormatError
 __all__ = ["FINAL_STATUSES", "ResultFile", "latest_records", "read_records"]
 
 FINAL_STATUSES: frozenset[str] = frozenset({"scored", "unscored"})
-"""``scored``: an answer with every score; ``unscored``: an answer a judge could not read."""
+"""``scored``: the primary score is there; ``unscored``: its judge reply could not be read."""
 
 
 def _parse(line: str, path: Path, number: int) -> dict[str, Any]:

@@ -7,16 +7,20 @@ scores the answer and appends one record. Workers are threads (``workers`` at mo
 question gets its own agent, kernel process and probe store; the backbone is loaded once per
 worker and shared by its questions (released when the run ends).
 
-Record fields: ``benchmark, size, system, model, judge_model, qid, history, category,
+Record fields: ``benchmark, size, system, model, judge_model, judge_settings, qid, history,
+category,
 question, reference, answer, run_status, failure, failure_type, status, error, scores, judges,
 malformed, tokens_in, tokens_out, turns, wall_time_s, corpus_tokens, corpus_share,
 ingest_tokens_in, ingest_tokens_out, trace, finished_at``. ``status`` is ``scored``,
-``unscored`` (a judge reply could not be read) or ``error`` (the model or judge could not be
-reached, or the run could not start; the question runs again on the next invocation).
+``unscored`` (the judge reply behind the benchmark's primary score could not be read; other
+scores, such as LoCoMo's F1 beside an unreadable J, are kept) or ``error`` (the model or judge
+could not be reached, or the run could not start; the question runs again on the next
+invocation).
 ``corpus_share`` is the task's input tokens divided by the tokens of the history it was asked
 over (the paper's "share of the corpus" in §4.4). A run that ended without an answer (step
-limit, context overflow) is ``scored`` with its failure recorded and every score 0; one that
-ended on a provider or sandbox error (by its ``failure_type``) is an ``error``.
+limit, context overflow) is ``scored`` with its failure recorded and 0 on every score its
+benchmark reports (LoCoMo's J included); one that ended on a provider or sandbox error (by its
+``failure_type``) is an ``error``.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from scrollctx.bench._histories import BaseStore
 from scrollctx.bench._judge import Judge
 from scrollctx.bench._questions import Question
 from scrollctx.bench._results import ResultFile
-from scrollctx.bench._scoring import PRIMARY, Scored, score_answer
+from scrollctx.bench._scoring import PRIMARY, score_answer, zero_scores
 from scrollctx.bench._systems import Attempt, System
 from scrollctx.errors import (
     BackendError,
@@ -167,6 +171,7 @@ class _Context:
             "system": self.system.name,
             "model": self.system.settings.model,
             "judge_model": self.judge.name if self.judge else None,
+            "judge_settings": self.judge.settings() if self.judge else None,
             "qid": question.qid,
             "history": question.history.key,
             "category": question.category,
@@ -185,10 +190,9 @@ class _Context:
         if attempt.answer is None and attempt.failure_type in _INFRASTRUCTURE:
             return {**outcome, "status": "error", "error": attempt.failure}
         if attempt.answer is None:
-            zero = {PRIMARY[question.benchmark]: 0.0}
-            return {**outcome, **Scored(zero).to_dict(), "status": "scored"}
+            return {**outcome, **zero_scores(question, self.judge).to_dict(), "status": "scored"}
         scored = score_answer(question, attempt.answer, self.judge)
-        status = "unscored" if scored.malformed else "scored"
+        status = "scored" if PRIMARY[question.benchmark] in scored.scores else "unscored"
         return {**outcome, **scored.to_dict(), "status": status}
 
 

@@ -36,7 +36,6 @@ that fails is reported with its failure, never as an answer.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
@@ -56,7 +55,7 @@ from scrollctx.agent import (
 )
 from scrollctx.bench._histories import BaseStore, build_base_store, copy_store, read_sessions
 from scrollctx.bench._policies import scroll_policy, window_policy
-from scrollctx.bench._questions import History, Question
+from scrollctx.bench._questions import History, Question, locomo_options
 from scrollctx.bench._summaries import Summarizer, lossy_transform, session_text
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
@@ -130,10 +129,8 @@ def task_text(question: Question) -> str:
     if question.benchmark == "locomo" and question.category == "2":
         return f"{text}\n\nAnswer with an approximate date, based on the dates of the sessions."
     if question.benchmark == "locomo" and question.category == "5":
-        options = [question.answer, str(question.extra.get("adversarial_answer", ""))]
-        if hashlib.sha256(question.qid.encode()).digest()[0] % 2:
-            options.reverse()
-        return f"{text}\n\nSelect the correct answer: (a) {options[0]} (b) {options[1]}"
+        option_a, option_b = locomo_options(question)
+        return f"{text}\n\nSelect the correct answer: (a) {option_a} (b) {option_b}"
     return text
 
 

@@ -13,8 +13,11 @@ order in which they first appear. For each system:
 - cost: tokens in and out per task, turns, wall time and the share of the corpus that entered
   the model's view, as median / mean / total.
 
-Only the latest record of each (system, qid) counts. Records that are ``unscored`` (a judge
-reply could not be read) or ``error`` are counted in their own columns and left out of means.
+Only the latest record of each (system, qid) counts. A score enters a mean when the record
+holds it: a judge reply that could not be read leaves out its own score only (an unreadable J
+keeps the record's F1), and is counted in ``status[system]["malformed"]``; LongMemEval replies
+counted wrong because they said neither yes nor no are counted in ``"unreadable"``. ``error``
+records are left out of every mean.
 """
 
 from __future__ import annotations
@@ -60,8 +63,10 @@ class Section:
     """``counts[row][system]``: how many scored questions a cell averages."""
     summary_rows: list[str] = field(default_factory=list)
     status: dict[str, dict[str, int]] = field(default_factory=dict)
-    """``status[system]``: records per status (scored, unscored, error), and ``no_answer``:
-    scored runs that ended without an answer (step limit, overflow), scored 0."""
+    """``status[system]``: records per status (scored, unscored, error); ``no_answer``: scored
+    runs that ended without an answer (step limit, overflow), scored 0; ``malformed``: records
+    with a judge reply that could not be read; ``unreadable``: records with a judge reply
+    counted wrong because it said neither yes nor no."""
     cost: list[CostRow] = field(default_factory=list)
     values: dict[str, dict[str, list[float]]] = field(default_factory=dict)
     """``values[field][system]``: per-task values for the box plots."""
@@ -143,14 +148,17 @@ def _status_counts(rows: list[dict[str, Any]]) -> dict[str, int]:
         counts[status] = counts.get(status, 0) + 1
         if row.get("run_status") == "failed" and status != "error":
             counts["no_answer"] = counts.get("no_answer", 0) + 1
+        for flag in ("malformed", "unreadable"):
+            if row.get(flag):
+                counts[flag] = counts.get(flag, 0) + 1
     return counts
 
 
 def _score(row: dict[str, Any], metric: str) -> float | None:
     value = (row.get("scores") or {}).get(metric)
-    return (
-        float(value) if isinstance(value, int | float) and row.get("status") == "scored" else None
-    )
+    if not isinstance(value, int | float) or row.get("status") == "error":
+        return None
+    return float(value)
 
 
 def _set(section: Section, row: str, system: str, value: float | None, count: int) -> None:
@@ -199,7 +207,7 @@ def _fill_summary(
         abstention = [
             s
             for r in rows
-            if str(r.get("qid", "")).endswith("_abs") and (s := _score(r, metric)) is not None
+            if "_abs" in str(r.get("qid", "")) and (s := _score(r, metric)) is not None
         ]
         _set(section, "abstention", system, _mean(abstention), len(abstention))
     else:

@@ -115,6 +115,28 @@ def _split(values: tuple[str, ...]) -> list[str]:
     help="Truncate BEAM item scores to integers as BEAM's reference code does.",
 )
 @click.option(
+    "--beam-ordering-match",
+    type=click.Choice(["pairwise", "batch"]),
+    default="pairwise",
+    show_default=True,
+    help="BEAM event ordering: match each answer line to an event by one yes/no judge call "
+    "per line and event, as BEAM does (pairwise), or all lines in one call (batch).",
+)
+@click.option(
+    "--beam-ordering-rank",
+    type=click.Choice(["all-lines", "matched-lines"]),
+    default="all-lines",
+    show_default=True,
+    help="BEAM event ordering: rank every answer line, as BEAM does (all-lines), or only the "
+    "lines matched to an event (matched-lines).",
+)
+@click.option(
+    "--judge-prompts",
+    metavar="DIR",
+    type=click.Path(path_type=Path),
+    help="Folder of judge prompt files replacing ours (see docs/evaluation.md).",
+)
+@click.option(
     "--skip-missing",
     is_flag=True,
     help="BEAM: leave out the chats whose chat.json is not in the data (1M ships 9 of 35).",
@@ -139,6 +161,9 @@ def run(
     budget_tokens: int | None,
     sandbox: str,
     beam_integer_cast: bool,
+    beam_ordering_match: str,
+    beam_ordering_rank: str,
+    judge_prompts: Path | None,
     skip_missing: bool,
     keep_stores: bool,
     json_: bool,
@@ -152,7 +177,14 @@ def run(
     --judge-model openai:gpt-4.1-mini --out results/beam100k.jsonl
     """
     from scrollctx.agent import choose_model, resolve_model
-    from scrollctx.bench import Judge, ResultFile, RunSettings, get_system, run_questions
+    from scrollctx.bench import (
+        Judge,
+        JudgePrompts,
+        ResultFile,
+        RunSettings,
+        get_system,
+        run_questions,
+    )
 
     names = _split(systems)
     unknown = [n for n in names if n not in _SYSTEM_NAMES]
@@ -167,12 +199,16 @@ def run(
     questions = _questions(
         benchmark, tier, data_dir, data_file, work, selection, limit, skip_missing
     )
+    prompts = JudgePrompts.load(judge_prompts)
     judge = None
     if judge_model:
         judge = Judge(
             resolve_model(judge_model, config=config),
             max_tokens=judge_max_tokens,
             beam_integer_cast=beam_integer_cast,
+            ordering_match=beam_ordering_match,
+            ordering_rank=beam_ordering_rank,
+            prompts=prompts,
         )
     settings = RunSettings(
         model=spec,
