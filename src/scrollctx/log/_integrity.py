@@ -1,11 +1,12 @@
 """Per-event checksums: how a row proves it is the row that was written.
 
 Every event row carries ``checksum``, written in the same transaction as the row itself: the
-128-bit BLAKE2b digest of the row's :data:`CHECKSUM_COLUMNS` in that order, encoded as one
-compact JSON array. A backend computes it with :func:`event_checksum` over the values it stores
-and checks it with :func:`verify_event` on every full-row read, so a flipped byte anywhere in
-those columns (including ``payload_sha256``, the payload's own digest) is an
-:class:`IntegrityError` naming the seq, never a silently served row.
+first 128 bits (32 hex digits) of the SHA-256 of the row's :data:`CHECKSUM_COLUMNS` in that
+order, each encoded with a type tag and a length prefix (text as UTF-8, JSON columns as
+canonical JSON: sorted keys, no spaces). A backend computes it with :func:`event_checksum` over
+the values it stores and checks it with :func:`verify_event` on every full-row read, so a
+flipped byte anywhere in those columns (including ``payload_sha256``, the payload's own digest)
+is an :class:`IntegrityError` naming the seq, never a silently served row.
 
 The contract every backend follows (SQLite here, PostgreSQL later):
 
@@ -57,18 +58,31 @@ JSON_COLUMNS = frozenset({"metadata", "tool_input"})
 
 def event_checksum(values: Mapping[str, Any]) -> str:
     """Return the checksum of one event from its logical column values (see the module doc)."""
-    encoded = json.dumps(
-        [_logical(name, values[name]) for name in CHECKSUM_COLUMNS],
-        sort_keys=True,
-        separators=(",", ":"),
-        default=_opaque,
-    )
-    return hashlib.blake2b(encoded.encode("ascii"), digest_size=16).hexdigest()
+    return _checksum(values, json_as_text=False)
 
 
 def stored_checksum(row: Mapping[str, Any]) -> str:
     """Return the checksum of a row as stored, its JSON columns still text."""
-    return event_checksum(_JsonParsed(row))
+    return _checksum(row, json_as_text=True)
+
+
+def _checksum(values: Mapping[str, Any], *, json_as_text: bool) -> str:
+    digest = hashlib.sha256()
+    for name in CHECKSUM_COLUMNS:
+        value = values[name]
+        if name in JSON_COLUMNS and value is not None:
+            if json_as_text:
+                value = _parse(value)
+            digest.update(_field(b"j", _CANONICAL_JSON.encode(value).encode("ascii")))
+        elif value is None:
+            digest.update(b"n;")
+        elif type(value) is str:
+            digest.update(_field(b"s", value.encode("utf-8", "surrogatepass")))
+        elif type(value) is int or type(value) is bool:
+            digest.update(b"i%d;" % value)
+        else:  # a type no healthy row holds (a BLOB where text was written)
+            digest.update(_field(b"x", repr(value).encode("ascii", "backslashreplace")))
+    return digest.hexdigest()[:32]
 
 
 def verify_event(row: Mapping[str, Any], *, path: object) -> None:
@@ -91,34 +105,11 @@ def verify_event(row: Mapping[str, Any], *, path: object) -> None:
     )
 
 
-class _JsonParsed(Mapping[str, Any]):
-    """A stored row seen with its JSON columns parsed (text that no longer parses is damage)."""
-
-    __slots__ = ("_row",)
-
-    def __init__(self, row: Mapping[str, Any]) -> None:
-        self._row = row
-
-    def __getitem__(self, name: str) -> Any:
-        value = self._row[name]
-        if name not in JSON_COLUMNS or value is None:
-            return value
-        try:
-            return json.loads(value)
-        except (ValueError, TypeError):
-            return _Unparsable(value)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(CHECKSUM_COLUMNS)
-
-    def __len__(self) -> int:
-        return len(CHECKSUM_COLUMNS)
-
-
-def _logical(name: str, value: Any) -> Any:
-    if name == "searchable" and isinstance(value, bool):
-        return int(value)
-    return value
+def _parse(text: Any) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        return _Unparsable(text)  # stored JSON is always valid: this is damage
 
 
 class _Unparsable:
@@ -130,14 +121,19 @@ class _Unparsable:
         self.text = text
 
 
+def _field(tag: bytes, data: bytes) -> bytes:
+    # Length-prefixed, so no two different rows encode alike.
+    return b"%s%d:%s" % (tag, len(data), data)
+
+
 def _opaque(value: object) -> object:
-    # Types a healthy row never holds (a BLOB where text was written, JSON text that no longer
-    # parses): encode them so that they can never hash like any valid value.
+    # JSON text that no longer parses: encode it so it can never hash like a valid value.
     if isinstance(value, _Unparsable):
         return {"\x00unparsable": repr(value.text)}
-    if isinstance(value, bytes):
-        return {"\x00blob": value.hex()}
-    return {"\x00" + type(value).__name__: repr(value)}
+    raise TypeError(f"not JSON: {value!r}")
+
+
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_opaque)
 
 
 # -- reading damaged text from SQLite -----------------------------------------------------------
