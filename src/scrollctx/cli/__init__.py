@@ -15,6 +15,7 @@ COMMANDS: dict[str, str] = {
     "ask": "scrollctx.cli._agent:ask_command",
     "bench": "scrollctx.cli._bench:bench",
     "chat": "scrollctx.cli._agent:chat_command",
+    "doctor": "scrollctx.cli._doctor:doctor_command",
     "exec": "scrollctx.cli._kernel:exec_cell",
     "expand": "scrollctx.cli._history:expand",
     "ingest": "scrollctx.cli._ingest:ingest",

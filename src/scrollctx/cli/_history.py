@@ -15,8 +15,10 @@ from typing import Any
 import click
 
 from scrollctx.cli._app import emit, json_option, store_option, warn
+from scrollctx.cli._doctor import raise_if_damaged
 from scrollctx.config import Config
 from scrollctx.errors import StoreError, UsageError
+from scrollctx.log import check_store
 from scrollctx.surface import MemorySurface, ResultRows, open_surface, store_stats
 
 __all__ = ["expand", "search", "sessions", "sql", "stats"]
@@ -112,16 +114,25 @@ def sessions(config: Config, json_: bool) -> None:
 
 
 @click.command()
+@click.option(
+    "--verify", is_flag=True, help="Also check every event's checksum and payload (exit 3 if bad)."
+)
 @store_option
 @json_option
-def stats(config: Config, json_: bool) -> None:
+def stats(verify: bool, config: Config, json_: bool) -> None:
     """Show events, sessions, kinds, last seq, FTS5, payloads and file size of a store.
 
-    Example: scroll stats --store .scroll
+    Example: scroll stats --store .scroll --verify
     """
     with _surface(config) as ms:
         data = store_stats(ms, config.db_path)
-    emit(data, as_json=json_, human=_render_stats)
+    if not verify:
+        emit(data, as_json=json_, human=_render_stats)
+        return
+    report = check_store(config.db_path)
+    data["verify"] = report.to_dict()
+    emit(data, as_json=json_, human=lambda d: f"{_render_stats(d)}\n{report.render()}")
+    raise_if_damaged(report)
 
 
 # -- parsing and rendering --------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The Event Log: the lossless, append-only history of every agent session, and its payloads."""
 
 from scrollctx.log._base import EventStore
+from scrollctx.log._check import Damage, StoreCheck, check_store
 from scrollctx.log._events import Event, Kind, NewEvent, utc_now_iso
 from scrollctx.log._integrity import (
     CHECKSUM_COLUMNS,
@@ -25,6 +26,7 @@ __all__ = [
     "ArtifactRef",
     "CHECKSUM_COLUMNS",
     "DEFAULT_THRESHOLD",
+    "Damage",
     "Event",
     "EventLog",
     "EventStore",
@@ -32,7 +34,9 @@ __all__ = [
     "NewEvent",
     "PREVIEW_CHARS",
     "PayloadStore",
+    "StoreCheck",
     "ToolResultRef",
+    "check_store",
     "event_checksum",
     "extractive_label",
     "fetch_rows",
