@@ -64,3 +64,9 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         missing(f"shared data not found at {SHARED_DATA}")
     return SHARED_DATA
+
+
+@pytest.fixture
+def transcripts(shared_data: Path) -> Path:
+    """The real agent transcripts in ../shared/data/transcripts (see its SOURCES.md)."""
+    return shared_data / "transcripts"

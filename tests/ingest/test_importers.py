@@ -30,7 +30,10 @@ def _assert_chat_invariants(events: list[Event]) -> None:
 
 
 def test_formats_are_the_documented_names() -> None:
-    assert FORMATS == ("auto", "beam", "claude-code", "codex", "locomo", "longmemeval", "openai")
+    assert FORMATS == (
+        "auto", "aider", "beam", "chatgpt", "claude-code", "codex", "gemini-cli", "locomo",
+        "longmemeval", "openai",
+    )  # fmt: skip
 
 
 # -- LoCoMo ------------------------------------------------------------------------------------

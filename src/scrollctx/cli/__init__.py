@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "sql": "scrollctx.cli._history:sql",
     "stats": "scrollctx.cli._history:stats",
     "view": "scrollctx.cli._view:view_command",
+    "watch": "scrollctx.cli._watch:watch",
 }
 """Every top-level command: name -> ``"module:attribute"``, imported when first used."""
 

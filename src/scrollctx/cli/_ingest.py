@@ -29,19 +29,23 @@ from scrollctx.ingest import (
 )
 from scrollctx.log import EventLog
 
-__all__ = ["ingest"]
+__all__ = ["format_option", "ingest"]
 
 
-@click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
+format_option = click.option(
     "--format",
     "format_",
     type=click.Choice(FORMATS),
     default="auto",
     show_default=True,
-    help="Input format; auto detects it from the content.",
+    help="Input format; auto detects each file's from its content.",
 )
+"""``--format NAME``, shared with ``scroll watch``."""
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@format_option
 @store_option
 @json_option
 def ingest(paths: tuple[Path, ...], format_: str, config: Config, json_: bool) -> None:

@@ -24,11 +24,13 @@ from scrollctx.ingest._registry import (
     importers,
     register_importer,
 )
-from scrollctx.ingest._transcript import SESSION_KEYS, Skip
+from scrollctx.ingest._transcript import SESSION_KEYS, Follower, Skip
+from scrollctx.ingest._watch import SyncReport, Watcher
 
 __all__ = [
     "FORMATS",
     "FileProgress",
+    "Follower",
     "FormatReport",
     "Importer",
     "IngestReport",
@@ -37,6 +39,8 @@ __all__ = [
     "SESSION_KEYS",
     "Sample",
     "Skip",
+    "SyncReport",
+    "Watcher",
     "detect_importer",
     "get_importer",
     "importers",

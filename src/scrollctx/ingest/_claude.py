@@ -138,6 +138,11 @@ class ClaudeFile:
         folder = self.path.parent
         return folder.parent.parent.name if folder.name == "subagents" else folder.name
 
+    @property
+    def replaced(self) -> bool:
+        """Whether the file was replaced under this reader (see :class:`JsonlTail`)."""
+        return self.tail.replaced
+
     def read(self, *, final: bool) -> Iterator[Item]:
         """Yield the events (and skips) of the lines completed since the last call."""
         for line in read_records(self.tail, final=final):

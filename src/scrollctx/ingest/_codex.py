@@ -108,6 +108,11 @@ class CodexFile:
         self.events = SessionEvents(SOURCE, f"{SOURCE}:{session}", f"{SOURCE}/{session}")
         self.events.lineage.update(agent_kind="main", source_file=str(self.path))
 
+    @property
+    def replaced(self) -> bool:
+        """Whether the file was replaced under this reader (see :class:`JsonlTail`)."""
+        return self.tail.replaced
+
     def read(self, *, final: bool) -> Iterator[Item]:
         """Yield the events (and skips) of the lines completed since the last call."""
         for line in read_records(self.tail, final=final):

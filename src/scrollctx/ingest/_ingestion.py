@@ -47,6 +47,7 @@ __all__ = [
     "MAX_PROBLEMS",
     "Progress",
     "append_counted",
+    "candidates",
     "ingest_path",
 ]
 
@@ -181,7 +182,7 @@ def _sources(path: Path, format: str) -> tuple[list[tuple[Path, Sample, Importer
         sample = probe(path)
         return [(path, sample, require_importer(sample, format))], 0
     found, unrecognised = [], 0
-    for file in _candidates(path):
+    for file in candidates(path):
         try:
             sample = probe(file)
         except FormatError:
@@ -201,7 +202,8 @@ def _sources(path: Path, format: str) -> tuple[list[tuple[Path, Sample, Importer
     return found, unrecognised
 
 
-def _candidates(folder: Path) -> list[Path]:
+def candidates(folder: Path) -> list[Path]:
+    """The files under ``folder`` an importer may read, in natural order."""
     files = [p for p in folder.rglob("*") if p.suffix in _SUFFIXES and p.is_file()]
     return sorted(files, key=lambda p: natural_key(p.relative_to(folder).as_posix()))
 

@@ -21,22 +21,22 @@ from typing import Any, Literal, TextIO
 
 from scrollctx.errors import FormatError
 
-__all__ = ["Sample", "iter_array", "iter_jsonl", "load_whole", "probe"]
+__all__ = ["Sample", "iter_array", "iter_jsonl", "load_whole", "not_json", "probe"]
 
 CHUNK_CHARS = 1 << 20
 _WHITESPACE = " \t\r\n"
 _NUMBER_CHARS = "0123456789.eE+-"
 _DECODER = json.JSONDecoder()
 
-Shape = Literal["array", "object", "jsonl"]
+Shape = Literal["array", "object", "jsonl", "text"]
 
 
 @dataclass(frozen=True, slots=True)
 class Sample:
     """What a sniffer sees of a file: its top-level shape and its first record.
 
-    ``first`` is the first element of a top-level array, the whole top-level object, or the
-    first JSONL line's value.
+    ``first`` is the first element of a top-level array, the whole top-level object, the
+    first JSONL line's value, or (shape ``text``: not JSON) the file's first characters.
     """
 
     path: Path
@@ -52,14 +52,26 @@ def probe(path: Path) -> Sample:
             return Sample(path, "array", first)
         raise FormatError(f"{path} holds an empty JSON array: nothing to import", path=str(path))
     if head != "{":
-        raise FormatError(
-            f"{path} is not JSON or JSONL (it starts with {head!r}); pass a .json or .jsonl file",
-            path=str(path),
-        )
+        return Sample(path, "text", _head_text(path))
     first_line = _first_line_value(path)
     if first_line is not None:
         return Sample(path, "jsonl", first_line)
     return Sample(path, "object", load_whole(path))
+
+
+def not_json(sample: Sample) -> FormatError:
+    """The error for a text file that no text format (such as Aider's history) accepted."""
+    head = str(sample.first).lstrip(_WHITESPACE + "\ufeff")[:1]
+    return FormatError(
+        f"{sample.path} is not JSON or JSONL (it starts with {head!r}) nor a known text "
+        "transcript; pass a .json or .jsonl file",
+        path=str(sample.path),
+    )
+
+
+def _head_text(path: Path, chars: int = 4096) -> str:
+    with _open(path) as handle:
+        return _read(handle, chars, path)
 
 
 def load_whole(path: Path) -> Any:

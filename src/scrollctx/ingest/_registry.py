@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scrollctx.errors import FormatError, UsageError
+from scrollctx.ingest._aider import AiderFile, read_aider, sniff_aider
 from scrollctx.ingest._beam import read_beam, sniff_beam
-from scrollctx.ingest._claude import read_claude, sniff_claude
-from scrollctx.ingest._codex import read_codex, sniff_codex
-from scrollctx.ingest._jsonstream import Sample
+from scrollctx.ingest._chatgpt import read_chatgpt, sniff_chatgpt
+from scrollctx.ingest._claude import ClaudeFile, read_claude, sniff_claude
+from scrollctx.ingest._codex import CodexFile, read_codex, sniff_codex
+from scrollctx.ingest._gemini import read_gemini, sniff_gemini
+from scrollctx.ingest._jsonstream import Sample, not_json
 from scrollctx.ingest._locomo import read_locomo, sniff_locomo
 from scrollctx.ingest._longmemeval import read_longmemeval, sniff_longmemeval
 from scrollctx.ingest._openai import read_openai, sniff_openai
-from scrollctx.ingest._transcript import Item
+from scrollctx.ingest._transcript import Follower, Item
 
 __all__ = [
     "AUTO",
@@ -40,12 +43,15 @@ class Importer:
 
     ``read`` may also yield :class:`~scrollctx.ingest._transcript.Skip` items for source records
     it did not turn into events (counted and reported by the ingestion, never dropped
-    silently).
+    silently). ``follow`` (formats that grow while an agent writes them) makes a
+    :class:`~scrollctx.ingest._transcript.Follower` that reads only what is new on each call;
+    without one, ``scroll watch`` reads a changed file again whole.
     """
 
     name: str
     sniff: Callable[[Sample], bool]
     read: Callable[[Path, Sample], Iterator[Item]]
+    follow: Callable[[Path], Follower] | None = None
 
 
 _IMPORTERS: dict[str, Importer] = {}
@@ -84,6 +90,8 @@ def require_importer(sample: Sample, name: str) -> Importer:
     """Resolve ``name`` (or detect, for ``auto``) and check the sample really is that format."""
     if name == AUTO:
         found = detect_importer(sample)
+        if found is None and sample.shape == "text":
+            raise not_json(sample)
         if found is None:
             raise FormatError(
                 f"{sample.path} is JSON but matches no known format "
@@ -102,8 +110,11 @@ def require_importer(sample: Sample, name: str) -> Importer:
 
 
 for _builtin in (
-    Importer("claude-code", sniff_claude, read_claude),
-    Importer("codex", sniff_codex, read_codex),
+    Importer("claude-code", sniff_claude, read_claude, ClaudeFile),
+    Importer("codex", sniff_codex, read_codex, CodexFile),
+    Importer("gemini-cli", sniff_gemini, read_gemini),
+    Importer("chatgpt", sniff_chatgpt, read_chatgpt),
+    Importer("aider", sniff_aider, read_aider, AiderFile),
     Importer("locomo", sniff_locomo, read_locomo),
     Importer("beam", sniff_beam, read_beam),
     Importer("longmemeval", sniff_longmemeval, read_longmemeval),

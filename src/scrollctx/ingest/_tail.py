@@ -9,18 +9,21 @@ Invariants:
   either its JSON value or the reason it could not be read (not UTF-8, not JSON, not an
   object). A bad line never stops the lines after it.
 - :attr:`JsonlTail.offset` only moves past complete lines, so a reader that resumes from it
-  neither skips nor repeats a line. A file replaced or truncated under the reader (new inode,
-  or shorter than the offset) is read again from its first byte: :attr:`JsonlTail.restarts`.
+  neither skips nor repeats a line. A file replaced under the reader (a new inode, shorter than
+  the offset, or rewritten in place: the last line read is no longer where it was) is not read
+  at all and :attr:`JsonlTail.replaced` turns true: the follower's state describes the old
+  file, so the caller starts a new one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from scrollctx.errors import FormatError
 
@@ -47,8 +50,9 @@ class JsonlTail:
         self.path = path
         self.offset = 0
         self.lines = 0
-        self.restarts = 0
+        self.replaced = False
         self._identity: tuple[int, int] | None = None
+        self._anchor: tuple[int, bytes] | None = None  # (start, digest) of the last line read
 
     def read(self, *, final: bool) -> Iterator[Line]:
         """Yield the lines completed since the last call (and a truncated tail when final)."""
@@ -60,7 +64,9 @@ class JsonlTail:
             message = f"cannot read {self.path}: {exc.strerror}"
             raise FormatError(message, path=str(self.path)) from exc
         with handle:
-            self._check_identity(os.fstat(handle.fileno()))
+            if self._was_replaced(os.fstat(handle.fileno())) or self._moved(handle):
+                self.replaced = True
+                return
             handle.seek(self.offset)
             pending = b""
             while chunk := handle.read(_READ_BYTES):
@@ -71,16 +77,22 @@ class JsonlTail:
             if pending and final:
                 yield self._truncated(pending)
 
-    def _check_identity(self, stat: os.stat_result) -> None:
+    def _was_replaced(self, stat: os.stat_result) -> bool:
         identity = (stat.st_dev, stat.st_ino)
-        replaced = self._identity is not None and identity != self._identity
-        if replaced or stat.st_size < self.offset:
-            self.offset, self.lines = 0, 0
-            self.restarts += 1
-        self._identity = identity
+        if self._identity is None:
+            self._identity = identity
+        return self.replaced or identity != self._identity or stat.st_size < self.offset
+
+    def _moved(self, handle: BinaryIO) -> bool:
+        if self._anchor is None:
+            return False
+        start, digest = self._anchor
+        handle.seek(start)
+        return hashlib.sha1(handle.read(self.offset - start)).digest() != digest
 
     def _line(self, raw: bytes, end: int) -> Line:
         start, self.offset = self.offset, end
+        self._anchor = (start, hashlib.sha1(raw + b"\n").digest())
         self.lines += 1
         value, problem = _decode(raw)
         return Line(self.lines, start, end, value, problem)

@@ -27,13 +27,14 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from scrollctx.ingest._tail import JsonlTail, Line
 from scrollctx.log import Kind, NewEvent
 
 __all__ = [
     "SESSION_KEYS",
+    "Follower",
     "Item",
     "Keys",
     "SessionEvents",
@@ -55,6 +56,7 @@ SESSION_KEYS = (
     "subagent_type",
     "parent_session_id",
     "parent_tool_call_id",
+    "title",
     "branch_of",
     "branch_point",
     "source_file",
@@ -76,6 +78,19 @@ class Skip:
 
 
 Item = NewEvent | Skip
+
+
+class Follower(Protocol):
+    """Reads what one file gained since its last call; ``final``: the file is complete.
+
+    ``replaced`` turns true when the file was replaced under it; it then reads nothing more,
+    and the caller starts a new follower on the new file.
+    """
+
+    @property
+    def replaced(self) -> bool: ...
+
+    def read(self, *, final: bool) -> Iterator[Item]: ...
 
 
 def read_records(tail: JsonlTail, *, final: bool) -> Iterator[Line | Skip]:

@@ -1,0 +1,90 @@
+"""``scroll watch``: follow folders of live agent transcripts into the store until interrupted.
+
+It catches up first (everything already on disk), then appends each record once its line is
+complete. Stdout gets one line per file that gained events (``--json``: one JSON object per
+sync, JSON Lines); problems go to stderr as warnings. Ctrl-C stops it (exit 130); ``--once``
+catches up, reports and exits 0.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from scrollctx.cli._app import json_option, store_option, terminal_safe, warn
+from scrollctx.cli._ingest import format_option
+from scrollctx.config import Config
+from scrollctx.ingest import SyncReport, Watcher
+from scrollctx.log import EventLog
+
+__all__ = ["watch"]
+
+
+@click.command()
+@click.argument("folders", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--once", is_flag=True, help="Catch up with what is on disk, then exit.")
+@click.option("--poll", is_flag=True, help="Poll the files instead of file-system events.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.05),
+    default=0.5,
+    show_default=True,
+    help="Seconds between polls (and between rescans when quiet).",
+)
+@format_option
+@store_option
+@json_option
+def watch(
+    folders: tuple[Path, ...],
+    once: bool,
+    poll: bool,
+    interval: float,
+    format_: str,
+    config: Config,
+    json_: bool,
+) -> None:
+    """Follow agent transcripts as they are written and append each new record.
+
+    Restarting adds nothing twice (dedup keys come from the records themselves).
+
+    Example: scroll watch ~/.claude/projects ~/.codex/sessions
+    """
+    with EventLog.open(config.db_path) as log:
+        watcher = Watcher(log, folders, format=format_)
+        _show(watcher.sync(final=once), json_)
+        if once:
+            return
+        stop = threading.Event()
+        previous = signal.signal(signal.SIGTERM, _stop_on(stop))
+        try:
+            watcher.run(stop, on_sync=lambda r: _show(r, json_), interval=interval, poll=poll)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _stop_on(stop: threading.Event) -> Callable[[int, FrameType | None], None]:
+    def _handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    return _handler
+
+
+def _show(report: SyncReport, as_json: bool) -> None:
+    for problem in report.problems:
+        warn(terminal_safe(f"warning: {problem}", is_terminal=sys.stderr.isatty()))
+    if as_json:
+        click.echo(json.dumps(asdict(report), ensure_ascii=False), nl=True)
+        sys.stdout.flush()
+        return
+    for path, added in sorted(report.added_by_file.items()):
+        line = f"{path}: {added} events added"
+        click.echo(terminal_safe(line, is_terminal=sys.stdout.isatty()))
+    sys.stdout.flush()
