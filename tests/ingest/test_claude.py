@@ -93,6 +93,17 @@ def test_session_metadata_and_timestamps(event_log: EventLog, transcripts: Path)
     assert {r["metadata"]["model"] for r in rows(event_log, "kind = 'model_turn'")} <= models
 
 
+def test_undated_records_take_the_time_of_the_next_dated_one(
+    event_log: EventLog, transcripts: Path
+) -> None:
+    path = transcripts / "claude-code" / FILES[0]  # opens with 15 summary lines, undated
+    ingest_path(event_log, path)
+    first_dated = next(r["timestamp"] for r in raw_records(path) if "timestamp" in r)
+    titles = rows(event_log, "kind = 'summary'")
+    assert len(titles) == 15
+    assert {t["created_at"][:23] for t in titles} == {first_dated[:23]}
+
+
 def test_tool_calls_pair_with_results_by_tool_use_id(
     event_log: EventLog, transcripts: Path
 ) -> None:

@@ -162,6 +162,10 @@ class ClaudeFile:
         if self.session_id is None:
             self.held.append(line)
             return
+        if self.held:
+            # Held records (1.0.x files open with undated summary lines) take this one's time.
+            events = self._agent(record)
+            events.last_created = events.last_created or iso_utc(record.get("timestamp"))
         yield from self._release()
         yield from self._record(line.number, record)
 
