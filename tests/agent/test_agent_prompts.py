@@ -14,6 +14,7 @@ from scripted_servers import ScriptedOpenAIServer
 from scrollctx.agent import (
     Agent,
     Backend,
+    PromptSet,
     ScrollPolicy,
     Toolset,
     build_system_prompt,
@@ -79,6 +80,29 @@ def test_rules_are_numbered_and_the_index_rule_follows_the_policy() -> None:
     json_prompt = _prompt(json_memory_toolset(), "ask", index=True)
     assert "recover a span with `ms_expand(lo=..., hi=...)`" in json_prompt
     assert "Recall with your memory tools: `ms_search`, `ms_expand`, `ms_sql_query`" in json_prompt
+
+
+def test_memory_questions_get_the_papers_recall_rules() -> None:
+    """Appendix C's instructions, and no rule that contradicts them (the former "read the turn
+    that states it with ms.expand before you state a fact")."""
+    scroll = _prompt(scroll_toolset(), "ask", index=True, rubric="beam")
+    for phrase in (
+        "start with k=5 or k=10",
+        "Do not call ms.expand just to pair a user turn with the reply",
+        "expand only its exact seq neighbours: ms.expand(seq - 1, seq + 1)",
+        "Do not add up repeated mentions",
+        "the same project and the same fact",
+        "follow any count or format the question sets",
+        "search for each one on its own",
+    ):
+        assert phrase in scroll, phrase
+    assert "(`ms.expand`) and note its seq" not in scroll
+    assert "Before you state a fact, read the turn" not in scroll
+    norepl = _prompt(json_memory_toolset(), "ask", index=True, rubric="longmemeval")
+    assert "ms_expand(lo=seq - 1, hi=seq + 1)" in norepl and "ms.expand" not in norepl
+    bare = _prompt(TOOLSETS["answer-only"], "ask", index=False, rubric="locomo")
+    assert "Recalling imported history" not in bare
+    assert "Recalling imported history" not in _prompt(scroll_toolset(), "run", index=True)
 
 
 def test_the_index_header_names_only_the_tools_the_run_has() -> None:
@@ -269,3 +293,42 @@ def test_an_agent_that_cannot_open_its_store_closes_the_backend_it_made(
     finally:
         unregister("recorded")
     assert len(made) == 1 and closed == made
+
+
+def test_user_prompt_files_replace_ours_and_reach_the_model(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer, tmp_path: Path
+) -> None:
+    folder = tmp_path / "prompts"
+    folder.mkdir()
+    (folder / "system.md").write_text("You are the reproduction agent. Tools:\n$tool_list\n")
+    (folder / "rubric_beam.md").write_text("[ms] Use ms.search. Amounts like $$68,000 stay.\n")
+    prompts = PromptSet.load(folder)
+    assert prompts.replaced == {
+        "system": str(folder / "system.md"),
+        "rubric_beam": str(folder / "rubric_beam.md"),
+    }
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "none"})])
+    with Agent(model=scripted_backend, store=beam_store, prompts=folder) as agent:
+        agent.ask("Which sprint?", task_id=TASK, rubric="beam")
+    system = openai_server.requests[0].body["messages"][0]["content"]
+    assert system.startswith("You are the reproduction agent. Tools:\n- `repl_exec")
+    assert "Use ms.search. Amounts like $68,000 stay." in system
+    assert "Context-management rules" in system  # the files not replaced are ours
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("system.md", "Be helpful.", "missing $tool_list"),
+        ("rules.md", "Rules.\n$headline_protocol\n$budget", "unknown $budget"),
+        ("rubric_beam.md", "Costs $68,000.", "write '$$' for a dollar sign"),
+        ("tools.md", "## repl_exec\nRun code.", "tools.md is not a prompt that can be replaced"),
+    ],
+)
+def test_bad_prompt_files_are_refused_before_anything_runs(
+    tmp_path: Path, beam_store: Path, name: str, text: str, message: str
+) -> None:
+    (tmp_path / name).write_text(text)
+    with pytest.raises(UsageError, match=re.escape(message)):
+        Agent(model="openai:never-called", store=beam_store, prompts=tmp_path, environ={})
+    assert not (beam_store / "traces").exists()

@@ -157,7 +157,8 @@ def test_the_system_prompt_renders_every_part(mode: str) -> None:
             mode, tool_lines=toolset.prompt_lines(), rubric=rubric, task_id="t/1"
         )
         assert HEADLINE_PROMPT in prompt
-        assert "Verify in raw turns" in prompt and "Abstain when the evidence is absent" in prompt
+        assert "Ground every fact in a turn" in prompt
+        assert "Abstain when the evidence is absent" in prompt
         for placeholder in ("tool_list", "functions", "headline_protocol", "workspace",
                             "task_scope"):  # fmt: skip
             assert f"${placeholder}" not in prompt

@@ -273,7 +273,7 @@ def _filling_model(answer: str) -> Callable[[RecordedRequest], ScriptedReply]:
     return respond
 
 
-@pytest.mark.parametrize(("system_name", "budget"), [("scroll-noindex", 3000), ("scroll", 4000)])
+@pytest.mark.parametrize(("system_name", "budget"), [("scroll-noindex", 3000), ("scroll", 5000)])
 def test_the_noindex_ablation_reaches_no_index_through_ms(
     system_name: str, budget: int, model_server: ScriptedModelServer, tmp_path: Path
 ) -> None:

@@ -20,7 +20,13 @@ from scrollctx.agent._events import (
 )
 from scrollctx.agent._loop import AgentLoop, Limits
 from scrollctx.agent._policy import ContextPolicy, PreparedContext, ScrollPolicy, persist_message
-from scrollctx.agent._prompts import RUBRICS, build_system_prompt, read_prompt
+from scrollctx.agent._prompts import (
+    PROMPT_FILES,
+    RUBRICS,
+    PromptSet,
+    build_system_prompt,
+    read_prompt,
+)
 from scrollctx.agent._tools import (
     AgentTool,
     AnswerSubmitted,
@@ -69,8 +75,10 @@ __all__ = [
     "ModelStep",
     "NO_MODEL_HELP",
     "Observation",
+    "PROMPT_FILES",
     "PolicyFactory",
     "PreparedContext",
+    "PromptSet",
     "RUBRICS",
     "RetryPolicy",
     "RunFinished",

@@ -41,7 +41,7 @@ from typing import Any
 from scrollctx.agent._events import AgentEvent, RunFinished
 from scrollctx.agent._loop import AgentLoop, Limits, new_id
 from scrollctx.agent._policy import ContextPolicy, ScrollPolicy
-from scrollctx.agent._prompts import build_system_prompt, render_index_header
+from scrollctx.agent._prompts import PromptSet, build_system_prompt, render_index_header
 from scrollctx.agent._tools import Expose, ToolContext, Toolset, UserTool, scroll_toolset, tool
 from scrollctx.agent.backends import Backend, resolve_model
 from scrollctx.config import Config, resolve_config
@@ -140,6 +140,8 @@ class Agent:
         budget_tokens: the working view's window ``C`` (default from the backend).
         trace_dir: where traces go (default ``<store>/traces``).
         options: per-call backend options (``temperature``, ``max_tokens``...).
+        prompts: a :class:`PromptSet` or a folder of prompt files replacing the package's
+            (``system.md``, ``rules.md``, rubrics...; checked here, before any run).
         environ: the environment to read (default ``os.environ``).
     """
 
@@ -162,10 +164,12 @@ class Agent:
         cell_timeout: float = 60.0,
         trace_dir: str | os.PathLike[str] | None = None,
         options: Mapping[str, Any] | None = None,
+        prompts: PromptSet | str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
         agent_id: str = "scroll",
     ) -> None:
         env = os.environ if environ is None else environ
+        self.prompts = prompts if isinstance(prompts, PromptSet) else PromptSet.load(prompts)
         self.config = resolve_config(store, environ=env)
         self.owns_backend = not isinstance(model, Backend)
         if isinstance(model, Backend):
@@ -293,14 +297,17 @@ class Agent:
             workspace=str(scratch) if mode == "run" else None,
             task_id=task_id,
             capabilities=capabilities,
+            prompts=self.prompts,
         )
         # Only ``ms`` is bound to the task: a probe's own turns stay outside the conversation's
         # task, so a later probe's scope='task' search finds the conversation (see AgentLoop).
         fields = {"agent_id": self.agent_id}
         policy = self._policy_factory(self.log, session_id, prompt, self.budget_tokens, fields)
-        if isinstance(policy, ScrollPolicy) and policy.index_header is None and not capabilities.ms:
-            # The view's own header points at recall_history_python, which this toolset lacks.
-            policy.index_header = render_index_header(capabilities)
+        own_header = not capabilities.ms or "index" in self.prompts.replaced
+        if isinstance(policy, ScrollPolicy) and policy.index_header is None and own_header:
+            # The view's own header points at recall_history_python, which this toolset may
+            # lack, and is not the user's own index header.
+            policy.index_header = render_index_header(capabilities, self.prompts)
         context = ToolContext(
             self.log,
             session_id=session_id,
@@ -320,6 +327,7 @@ class Agent:
             trace_dir=self.trace_dir,
             text_is_reply=reply,
             options=self.options,
+            prompts=self.prompts,
             events_in_task=mode != "ask",
             searchable=mode != "ask",
         )

@@ -38,7 +38,7 @@ from scrollctx.agent._events import (
     ToolStep,
 )
 from scrollctx.agent._policy import ContextPolicy, PreparedContext
-from scrollctx.agent._prompts import read_prompt
+from scrollctx.agent._prompts import PromptSet, read_prompt
 from scrollctx.agent._tools import AgentTool, AnswerSubmitted, Observation, ToolContext, Toolset
 from scrollctx.agent._trace import TraceRecorder
 from scrollctx.agent.backends import (
@@ -113,7 +113,8 @@ class AgentLoop:
             print(event)
 
     ``text_is_reply`` (chat): a response with no action is the reply that ends the run; else
-    the model is nudged to act or submit. ``options`` are per-call backend options.
+    the model is nudged to act or submit. ``options`` are per-call backend options; ``prompts``
+    the prompt files (the nudge text; default the package's).
     ``events_in_task``: tag the loop's own ``system`` events with the context's ``task_id``
     (off for memory probes, whose task is the imported conversation they ask about: a later
     probe's ``ms.search(scope='task')`` must find the conversation, not an earlier probe).
@@ -133,10 +134,12 @@ class AgentLoop:
         trace_dir: Path | None = None,
         text_is_reply: bool = False,
         options: Mapping[str, Any] | None = None,
+        prompts: PromptSet | None = None,
         events_in_task: bool = True,
         searchable: bool = True,
     ) -> None:
         self.backend, self.policy, self.toolset, self.context = backend, policy, toolset, context
+        self.prompts = prompts
         self.limits = limits or Limits()
         self.trace_dir = trace_dir
         self.text_is_reply = text_is_reply
@@ -313,7 +316,7 @@ class AgentLoop:
         return _Outcome("answered", answer=answer) if answer is not None else None
 
     def _nudge(self, run: _Run, step: int) -> _Steps:
-        nudge = read_prompt("nudge")
+        nudge = self.prompts.text("nudge") if self.prompts else read_prompt("nudge")
         seq = self.policy.add(
             {"role": "user", "content": nudge}, synthetic=True, fields=self._fields(run, step)
         )[-1]

@@ -3,8 +3,15 @@
 Invariants: no prompt text lives in a string literal of the loop; every run of every mode gets
 the same system prompt and context-management rules (``system.md``, ``rules.md`` with the
 headline protocol of :data:`scrollctx.view.HEADLINE_PROMPT`), plus one short mode text and, in
-memory mode, at most one benchmark rubric. Tool descriptions come from ``tools.md`` (one
-``## name`` section per tool).
+memory mode, the recall rules (``recall.md``: the paper's Appendix C instructions, in our
+words) and at most one benchmark rubric (its data layout and answer format). Tool descriptions
+come from ``tools.md`` (one ``## name`` section per tool).
+
+A user may replace any of these files with their own (:class:`PromptSet`, ``--prompts DIR``):
+the same format, the same ``$name`` placeholders, checked when the set is loaded (a required
+placeholder missing, an unknown one, or a bare ``$`` not written ``$$`` is a
+:class:`~scrollctx.errors.UsageError` naming the file). Tool descriptions (``tools.md``) are
+part of the tool schemas and are not replaced.
 
 Prompts are rendered from the toolset the model actually has (:class:`Capabilities`), so a
 system is told only about tools it can call: a line of a prompt file may start with tags, and
@@ -18,11 +25,13 @@ an eviction index), ``[tool:NAME]`` / ``[notool:NAME]``. A bracket that is not a
 from __future__ import annotations
 
 import inspect
+import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from string import Template
 from typing import Any
 
@@ -31,8 +40,10 @@ from scrollctx.view import HEADLINE_PROMPT
 
 __all__ = [
     "MODES",
+    "PROMPT_FILES",
     "RUBRICS",
     "Capabilities",
+    "PromptSet",
     "build_system_prompt",
     "describe_function",
     "read_prompt",
@@ -112,9 +123,101 @@ def render_tagged(text: str, capabilities: Capabilities) -> list[str]:
     return kept
 
 
-def render_index_header(capabilities: Capabilities) -> str:
+def render_index_header(capabilities: Capabilities, prompts: PromptSet | None = None) -> str:
     """The eviction index message's header, naming only tools the model has."""
-    return " ".join(render_tagged(read_prompt("index"), capabilities))
+    text = prompts.text("index") if prompts is not None else read_prompt("index")
+    return " ".join(render_tagged(text, capabilities))
+
+
+PROMPT_FILES: Mapping[str, tuple[frozenset[str], frozenset[str]]] = {
+    name: (frozenset(required), frozenset(optional))
+    for name, required, optional in (
+        ("system", {"tool_list"}, {"functions", "prebound"}),
+        ("rules", {"headline_protocol"}, {"memory_tools"}),
+        ("mode_run", set(), {"workspace"}),
+        ("mode_ask", set(), {"recall_hint", "task_scope"}),
+        ("mode_chat", set(), {"ms_hint", "recall_chat"}),
+        ("recall", set(), set()),
+        ("rubric_beam", set(), set()),
+        ("rubric_locomo", set(), set()),
+        ("rubric_longmemeval", set(), set()),
+        ("index", set(), set()),
+        ("nudge", set(), set()),
+    )
+}
+"""The prompt files a :class:`PromptSet` may replace: (required, optional) ``$`` placeholders."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSet:
+    """The agent's prompt files: the package's, each replaced by a user file of the same name.
+
+    Example::
+
+        prompts = PromptSet.load(Path("my-prompts"))     # my-prompts/system.md, rules.md ...
+        agent = Agent(model="openai:m", prompts=prompts)
+    """
+
+    texts: Mapping[str, str]
+    origins: Mapping[str, str]
+    """Where each prompt came from: ``package`` or the file's path."""
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str] | None = None) -> PromptSet:
+        """The package prompts, each replaced by ``folder/<name>.md`` when that file exists.
+
+        Raises:
+            UsageError: ``folder`` is not a folder, holds a ``.md`` file that is not a prompt,
+                or a file whose placeholders are wrong.
+        """
+        texts = {name: read_prompt(name) for name in PROMPT_FILES}
+        origins = dict.fromkeys(PROMPT_FILES, "package")
+        for name, path in _user_prompt_files(folder).items():
+            text = path.read_text(encoding="utf-8").rstrip()
+            _check_placeholders(name, text, path)
+            texts[name], origins[name] = text, str(path)
+        return cls(texts, origins)
+
+    def text(self, name: str) -> str:
+        """The text of prompt ``name`` (a package file outside :data:`PROMPT_FILES` too)."""
+        return self.texts[name] if name in self.texts else read_prompt(name)
+
+    @property
+    def replaced(self) -> dict[str, str]:
+        """The prompts a user file replaced: name -> path."""
+        return {name: origin for name, origin in self.origins.items() if origin != "package"}
+
+
+def _user_prompt_files(folder: str | os.PathLike[str] | None) -> dict[str, Path]:
+    if folder is None:
+        return {}
+    root = Path(folder)
+    if not root.is_dir():
+        raise UsageError(f"--prompts {root} is not a folder of <prompt>.md files")
+    found = {path.stem: path for path in sorted(root.glob("*.md"))}
+    unknown = sorted(set(found) - set(PROMPT_FILES))
+    if unknown or not found:
+        named = ", ".join(f + ".md" for f in unknown) or "no <prompt>.md file"
+        raise UsageError(
+            f"--prompts {root}: {named} is not a prompt that can be replaced; the prompts are: "
+            + ", ".join(f"{name}.md" for name in PROMPT_FILES)
+        )
+    return found
+
+
+def _check_placeholders(name: str, text: str, path: Path) -> None:
+    template = Template(text)
+    if not template.is_valid():
+        raise UsageError(
+            f"prompt file {path}: a '$' that is not a placeholder; write '$$' for a dollar sign"
+        )
+    required, optional = PROMPT_FILES[name]
+    used = set(template.get_identifiers())
+    missing, unknown = sorted(required - used), sorted(used - required - optional)
+    if missing or unknown:
+        allowed = ", ".join(f"${p}" for p in sorted(required | optional)) or "none"
+        problems = [f"missing ${p}" for p in missing] + [f"unknown ${p}" for p in unknown]
+        raise UsageError(f"prompt file {path}: {'; '.join(problems)} (its placeholders: {allowed})")
 
 
 @cache
@@ -186,10 +289,13 @@ def build_system_prompt(
     workspace: str | None = None,
     task_id: str | None = None,
     capabilities: Capabilities = SCROLL_CAPABILITIES,
+    prompts: PromptSet | None = None,
 ) -> str:
     """Assemble the system prompt of one mode (``run``, ``ask`` or ``chat``).
 
     Only the lines whose tags hold for ``capabilities`` are kept (see the module docstring).
+    ``prompts`` supplies the files (default: the package's); the rules are numbered only in
+    the package's own ``rules.md``, a user's is used as written.
 
     Raises:
         UsageError: an unknown mode or rubric.
@@ -198,18 +304,21 @@ def build_system_prompt(
         raise UsageError(f"unknown agent mode {mode!r}; use one of {', '.join(MODES)}")
     if rubric is not None and rubric not in RUBRICS:
         raise UsageError(f"unknown rubric {rubric!r}; use one of {', '.join(RUBRICS)}")
-    caps = capabilities
+    caps, files = capabilities, prompts or PromptSet.load()
     functions = list(function_lines)
     function_text = (
         "\nEnvironment functions, callable by name inside every cell:\n" + "\n".join(functions)
         if functions and caps.kernel
         else ""
     )
-    head = _render("system", caps, tool_list="\n".join(tool_lines), functions=function_text,
-                   prebound=_prebound(caps))  # fmt: skip
-    rules = _numbered(_render("rules", caps, headline_protocol=_headline_protocol(caps),
-                              memory_tools=_memory_tools(caps)))  # fmt: skip
+    head = _render(files, "system", caps, tool_list="\n".join(tool_lines),
+                   functions=function_text, prebound=_prebound(caps))  # fmt: skip
+    rules = _render(files, "rules", caps, headline_protocol=_headline_protocol(caps),
+                    memory_tools=_memory_tools(caps))  # fmt: skip
+    if "rules" not in files.replaced:
+        rules = _numbered(rules)
     mode_text = _render(
+        files,
         f"mode_{mode}",
         caps,
         workspace=f": {workspace}" if workspace else "",
@@ -221,13 +330,15 @@ def build_system_prompt(
         else "",
     )
     parts = [head, rules, mode_text]
+    if mode == "ask" and caps.holds("memory"):
+        parts.append(_render(files, "recall", caps))
     if rubric is not None:
-        parts.append("\n".join(render_tagged(read_prompt(f"rubric_{rubric}"), caps)))
+        parts.append(_render(files, f"rubric_{rubric}", caps))
     return "\n\n".join(parts)
 
 
-def _render(name: str, caps: Capabilities, **values: str) -> str:
-    lines = render_tagged(read_prompt(name), caps)
+def _render(files: PromptSet, name: str, caps: Capabilities, **values: str) -> str:
+    lines = render_tagged(files.text(name), caps)
     return Template("\n".join(lines)).substitute(values).strip()
 
 

@@ -47,6 +47,7 @@ from typing import Any
 from scrollctx.agent import (
     Agent,
     Backend,
+    PromptSet,
     RunFinished,
     Toolset,
     json_memory_toolset,
@@ -94,6 +95,7 @@ class RunSettings:
     cell_timeout: float = 60.0
     options: Mapping[str, Any] = field(default_factory=dict)
     summary_words: int = 600
+    prompts: PromptSet | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +208,7 @@ class System:
             sandbox=settings.sandbox,
             cell_timeout=settings.cell_timeout,
             options=settings.options,
+            prompts=settings.prompts,
             trace_dir=self.work_dir / "traces" / self.name,
             agent_id=self.name,
             **self._agent_parts(),

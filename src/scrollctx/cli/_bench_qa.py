@@ -131,6 +131,13 @@ def _split(values: tuple[str, ...]) -> list[str]:
     "lines matched to an event (matched-lines).",
 )
 @click.option(
+    "--prompts",
+    "prompts_dir",
+    metavar="DIR",
+    type=click.Path(path_type=Path),
+    help="Folder of agent prompt files (system.md, rules.md, rubric_*.md...) replacing ours.",
+)
+@click.option(
     "--judge-prompts",
     metavar="DIR",
     type=click.Path(path_type=Path),
@@ -163,6 +170,7 @@ def run(
     beam_integer_cast: bool,
     beam_ordering_match: str,
     beam_ordering_rank: str,
+    prompts_dir: Path | None,
     judge_prompts: Path | None,
     skip_missing: bool,
     keep_stores: bool,
@@ -176,7 +184,7 @@ def run(
     Example: scroll bench run --benchmark beam --size 100K --system scroll --model openai:qwen3
     --judge-model openai:gpt-4.1-mini --out results/beam100k.jsonl
     """
-    from scrollctx.agent import choose_model, resolve_model
+    from scrollctx.agent import PromptSet, choose_model, resolve_model
     from scrollctx.bench import (
         Judge,
         JudgePrompts,
@@ -190,6 +198,7 @@ def run(
     unknown = [n for n in names if n not in _SYSTEM_NAMES]
     if unknown:
         raise UsageError(f"unknown system {unknown[0]!r}; choose from: {', '.join(_SYSTEM_NAMES)}")
+    judge_texts, agent_prompts = JudgePrompts.load(judge_prompts), PromptSet.load(prompts_dir)
     config = resolve_config(None)
     spec = choose_model(model, config=config, environ=os.environ)
     out_path = Path(out)
@@ -199,7 +208,6 @@ def run(
     questions = _questions(
         benchmark, tier, data_dir, data_file, work, selection, limit, skip_missing
     )
-    prompts = JudgePrompts.load(judge_prompts)
     judge = None
     if judge_model:
         judge = Judge(
@@ -208,7 +216,7 @@ def run(
             beam_integer_cast=beam_integer_cast,
             ordering_match=beam_ordering_match,
             ordering_rank=beam_ordering_rank,
-            prompts=prompts,
+            prompts=judge_texts,
         )
     settings = RunSettings(
         model=spec,
@@ -216,6 +224,7 @@ def run(
         max_steps=max_steps,
         budget_tokens=budget_tokens,
         sandbox=sandbox,
+        prompts=agent_prompts,
     )
     results = ResultFile(out_path)
     progress = _progress if sys.stderr.isatty() else None
