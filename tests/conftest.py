@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from needs import IN_CI, missing
+from postgres_server import postgres_server, postgres_url  # noqa: F401 - fixtures, by name
 from scrollctx.log import EventLog
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

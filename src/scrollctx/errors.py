@@ -10,7 +10,9 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     │   └── FormatError              exit 2   an input file to import is unreadable or unknown
     ├── StoreError                   exit 1   the Event Log or payload store failed
     │   ├── IntegrityError           exit 3   a torn, corrupt or foreign store file
-    │   └── PayloadMissing           exit 3   an externalized payload file is gone
+    │   ├── PayloadMissing           exit 3   an externalized payload file is gone
+    │   ├── StoreUnavailable         exit 1   the database server is down or the connection died
+    │   └── StoreAccessDenied        exit 2   the server refused the login or the write (role)
     ├── KernelError                  exit 1   the sandboxed worker
     │   ├── SandboxUnavailable       exit 2   a required sandbox layer does not hold here
     │   ├── CellTimeout              exit 1
@@ -50,7 +52,9 @@ __all__ = [
     "RateLimited",
     "SandboxUnavailable",
     "ScrollError",
+    "StoreAccessDenied",
     "StoreError",
+    "StoreUnavailable",
     "UsageError",
     "WorkerCrashed",
 ]
@@ -115,6 +119,16 @@ class PayloadMissing(StoreError):
         super().__init__(message)
         self.seq = seq
         self.sha256 = sha256
+
+
+class StoreUnavailable(StoreError):
+    """The database server cannot be reached, or went away in the middle of an operation."""
+
+
+class StoreAccessDenied(StoreError):
+    """The database server refused the login (user, password, database) or a write (role)."""
+
+    exit_code = 2
 
 
 class KernelError(ScrollError):

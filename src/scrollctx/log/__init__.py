@@ -12,10 +12,12 @@ from scrollctx.log._integrity import (
     tolerant_text,
     verify_event,
 )
+from scrollctx.log._open import open_store
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
     PREVIEW_CHARS,
     ArtifactRef,
+    Payloads,
     PayloadStore,
     ToolResultRef,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "NewEvent",
     "PREVIEW_CHARS",
     "PayloadStore",
+    "Payloads",
     "StoreCheck",
     "ToolResultRef",
     "check_store",
@@ -41,6 +44,7 @@ __all__ = [
     "extractive_label",
     "fetch_rows",
     "is_undecodable",
+    "open_store",
     "split_prose_code",
     "stored_checksum",
     "tolerant_text",

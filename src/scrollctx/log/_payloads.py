@@ -15,17 +15,35 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from scrollctx.errors import PayloadMissing
+from scrollctx.log._events import Event
 
-__all__ = ["DEFAULT_THRESHOLD", "PREVIEW_CHARS", "ArtifactRef", "PayloadStore", "ToolResultRef"]
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "PREVIEW_CHARS",
+    "ArtifactRef",
+    "PayloadStore",
+    "Payloads",
+    "ToolResultRef",
+    "full_text",
+    "payload_ref",
+]
 
 DEFAULT_THRESHOLD = 16 * 1024
 """Content above this many UTF-8 bytes is externalized."""
 
 PREVIEW_CHARS = 2000
 """How much of an externalized payload the row keeps inline as its preview."""
+
+
+class Payloads(Protocol):
+    """Where a backend keeps payloads: content-addressed by sha256, written before their rows."""
+
+    def put(self, data: bytes) -> str: ...
+    def get(self, sha256: str, *, seq: int | None = None) -> bytes: ...
+    def has(self, sha256: str) -> bool: ...
 
 
 class PayloadStore:
@@ -37,6 +55,10 @@ class PayloadStore:
     def path_for(self, sha256: str) -> Path:
         """Return where the payload with this digest lives (whether or not it exists)."""
         return self.root / sha256[:2] / sha256[2:]
+
+    def has(self, sha256: str) -> bool:
+        """Return whether the payload with this digest is stored."""
+        return self.path_for(sha256).is_file()
 
     def put(self, data: bytes) -> str:
         """Store ``data`` durably and return its sha256."""
@@ -94,7 +116,7 @@ class _PayloadRef:
     sha256: str
     size: int
     preview: str
-    store: PayloadStore
+    store: Payloads
 
     def text(self) -> str:
         """Read the whole payload as text."""
@@ -118,3 +140,18 @@ class ArtifactRef(_PayloadRef):
     """A lazy handle on any other large payload (a generated file, an imported document)."""
 
     __slots__ = ()
+
+
+def full_text(event: Event, payloads: Payloads) -> str:
+    """Return the event's whole content, reading its externalized payload if it has one."""
+    if event.payload_sha256 is None:
+        return event.content
+    return payloads.get(event.payload_sha256, seq=event.seq).decode("utf-8")
+
+
+def payload_ref(event: Event, payloads: Payloads) -> ToolResultRef | ArtifactRef | None:
+    """Return a lazy handle on the event's externalized payload, or ``None`` if inline."""
+    if event.payload_sha256 is None or event.payload_size is None:
+        return None
+    ref_type = ToolResultRef if event.kind == "tool_result" else ArtifactRef
+    return ref_type(event.seq, event.payload_sha256, event.payload_size, event.content, payloads)

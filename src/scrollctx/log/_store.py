@@ -19,8 +19,6 @@ Invariants:
 
 from __future__ import annotations
 
-import json
-import operator
 import sqlite3
 import threading
 import time
@@ -30,17 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import IntegrityError, StoreError, UsageError
-from scrollctx.log._events import Event, NewEvent, utc_now_iso
+from scrollctx.log._events import Event, NewEvent
 from scrollctx.log._integrity import fetch_rows, stored_checksum, verify_event
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
     ArtifactRef,
     PayloadStore,
     ToolResultRef,
-    preview_of,
+    full_text,
+    payload_ref,
 )
+from scrollctx.log._rows import COLUMNS, new_row, stored_row
 from scrollctx.log._schema import apply_migrations, fts5_available
-from scrollctx.log._text import extractive_label, split_prose_code
+from scrollctx.log._text import split_prose_code
 
 __all__ = ["EventLog"]
 
@@ -53,20 +53,17 @@ _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
 _SQLITE_CORRUPT = 11
 _SQLITE_NOTADB = 26
-_COLUMNS = (
-    "session_id", "agent_id", "run_id", "task_id", "step_index", "msg_index", "kind", "role",
-    "name", "content", "prose", "code", "headline", "label", "tool_call_id", "tool_input",
-    "tool_state", "metadata", "created_at", "dedup_key", "payload_sha256", "payload_size",
-    "searchable",
-)  # fmt: skip
+_STORED = (*COLUMNS, "prose", "code")
 """What an append inserts, in order; ``seq`` comes from the database, ``checksum`` last."""
-_SESSION, _DEDUP_KEY = _COLUMNS.index("session_id"), _COLUMNS.index("dedup_key")
+_SESSION, _DEDUP_KEY = _STORED.index("session_id"), _STORED.index("dedup_key")
 _INSERT = (
-    f"INSERT INTO conversation_history ({', '.join(_COLUMNS)}, checksum) "
-    f"VALUES ({', '.join('?' * (len(_COLUMNS) + 1))})"
+    f"INSERT INTO conversation_history ({', '.join(_STORED)}, checksum) "
+    f"VALUES ({', '.join('?' * (len(_STORED) + 1))})"
 )
-_TEXT_FIELDS = ("session_id", "agent_id", "run_id", "task_id", "kind", "role", "name",
-                "headline", "tool_call_id", "tool_state", "created_at", "dedup_key")  # fmt: skip
+_INSERT_WITH_SEQ = (
+    f"INSERT INTO conversation_history (seq, {', '.join(_STORED)}, checksum) "
+    f"VALUES ({', '.join('?' * (len(_STORED) + 2))})"
+)
 
 
 class EventLog:
@@ -228,46 +225,35 @@ class EventLog:
         except sqlite3.DatabaseError as exc:
             raise _store_error(self.path, "append", exc) from exc
 
+    def import_events(self, events: Sequence[Event]) -> None:
+        """Insert events that already have their seqs (a store copy, a replica), atomically.
+
+        Seqs must ascend above :meth:`last_seq`; externalized payloads must already be in
+        :attr:`payloads`. Rows are stored as their source stored them (the same checksum) and
+        indexed for search.
+        """
+        rows = []
+        for event in events:
+            values = _values(stored_row(event))
+            rows.append((event.seq, *values, _checksum(event.seq, values)))
+            if event.payload_sha256 is not None and not self.payloads.has(event.payload_sha256):
+                raise UsageError(f"seq {event.seq}: put its payload before importing the row")
+        try:
+            with self.atomic() as conn:
+                before = self._last_seq(conn)
+                seqs = [row[0] for row in rows]
+                if seqs and (seqs[0] <= before or seqs != sorted(set(seqs))):
+                    raise UsageError(
+                        f"imported seqs must ascend above the last seq {before} (got {seqs[0]}…)"
+                    )
+                conn.executemany(_INSERT_WITH_SEQ, rows)
+                if self.has_fts5 and rows:
+                    conn.execute(_INDEX_NEW_ROWS, (before,))
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(self.path, "import", exc) from exc
+
     def _prepare(self, event: NewEvent) -> tuple[Any, ...]:
-        if not event.session_id:
-            raise UsageError("an event needs a non-empty session_id")
-        if not event.kind:
-            raise UsageError("an event needs a non-empty kind")
-        _check_types(event)
-        content = event.content or ""
-        data = content.encode("utf-8")
-        sha256: str | None = None
-        size: int | None = None
-        if len(data) > self.payload_threshold:
-            sha256, size = self.payloads.put(data), len(data)
-            content = preview_of(content, size)
-        prose, code = split_prose_code(content)
-        label = None if event.headline else extractive_label(content)
-        return (
-            event.session_id,
-            event.agent_id,
-            event.run_id,
-            event.task_id,
-            _integer(event.step_index, "step_index"),
-            _integer(event.msg_index, "msg_index"),
-            event.kind,
-            event.role,
-            event.name,
-            content,
-            "" if prose == content else prose,
-            code,
-            event.headline,
-            label,
-            event.tool_call_id,
-            None if event.tool_input is None else _dumps(event.tool_input),
-            event.tool_state,
-            _dumps(event.metadata or {}),
-            event.created_at or utc_now_iso(),
-            event.dedup_key,
-            sha256,
-            size,
-            1 if event.searchable else 0,
-        )
+        return _values(new_row(event, self.payloads, self.payload_threshold))
 
     def _insert_batch(self, conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> list[int]:
         # The write lock (BEGIN IMMEDIATE) is held, so AUTOINCREMENT hands out consecutive
@@ -329,9 +315,17 @@ class EventLog:
         """Return one session's events after ``after_seq``, in seq order."""
         return self._select("session_id = ? AND seq > ?", (session_id, after_seq))
 
+    def events_after(self, after_seq: int, limit: int) -> list[Event]:
+        """Return up to ``limit`` events with ``seq > after_seq`` in seq order (to follow a log)."""
+        return self._select("seq > ?", (after_seq,), limit=limit)
+
     def last_seq(self) -> int:
         """Return the highest seq ever assigned (0 for an empty log)."""
         return self._last_seq(self._conn)
+
+    def refresh(self) -> int:
+        """Return the last seq: this file is the store itself, so its readers are up to date."""
+        return self.last_seq()
 
     def count(self) -> int:
         """Return the number of events."""
@@ -339,18 +333,11 @@ class EventLog:
 
     def full_text(self, event: Event) -> str:
         """Return the event's whole content, reading an externalized payload if needed."""
-        if event.payload_sha256 is None:
-            return event.content
-        return self.payloads.get(event.payload_sha256, seq=event.seq).decode("utf-8")
+        return full_text(event, self.payloads)
 
     def payload_ref(self, event: Event) -> ToolResultRef | ArtifactRef | None:
         """Return a lazy handle on the event's externalized payload, or ``None`` if inline."""
-        if event.payload_sha256 is None or event.payload_size is None:
-            return None
-        ref_type = ToolResultRef if event.kind == "tool_result" else ArtifactRef
-        return ref_type(
-            event.seq, event.payload_sha256, event.payload_size, event.content, self.payloads
-        )
+        return payload_ref(event, self.payloads)
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         """Run a read query on the log's own connection (for trusted library code only)."""
@@ -359,10 +346,10 @@ class EventLog:
         except sqlite3.DatabaseError as exc:
             raise _store_error(self.path, "read", exc) from exc
 
-    def _select(self, where: str, params: Sequence[Any]) -> list[Event]:
-        sql = f"SELECT * FROM conversation_history WHERE {where} ORDER BY seq"
+    def _select(self, where: str, params: Sequence[Any], *, limit: int = -1) -> list[Event]:
+        sql = f"SELECT * FROM conversation_history WHERE {where} ORDER BY seq LIMIT ?"
         try:
-            rows = fetch_rows(self._conn, sql, params)
+            rows = fetch_rows(self._conn, sql, (*params, limit))
         except sqlite3.DatabaseError as exc:
             raise _store_error(self.path, "read", exc) from exc
         for row in rows:
@@ -392,34 +379,20 @@ def _existing_keys(
     return found
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+def _values(row: dict[str, Any]) -> tuple[Any, ...]:
+    """Return a row's values in ``_STORED`` order, with its search text split for FTS."""
+    content = row["content"]
+    prose, code = split_prose_code(content)
+    row = {**row, "prose": "" if prose == content else prose, "code": code}
+    row["searchable"] = 1 if row["searchable"] else 0
+    return tuple(row[name] for name in _STORED)
 
 
 def _checksum(seq: int, row: tuple[Any, ...]) -> str:
     """The checksum of a prepared row, its JSON columns as they will be stored."""
-    values = dict(zip(_COLUMNS, row, strict=True))
+    values = dict(zip(_STORED, row, strict=True))
     values["seq"] = seq
     return stored_checksum(values)
-
-
-def _check_types(event: NewEvent) -> None:
-    # SQLite would store a number given for a text column as text (and a digit string given for
-    # an integer column as an integer): the row read back would then differ from what was
-    # hashed, and fail its own checksum. Refuse such values instead of converting them.
-    for name in _TEXT_FIELDS:
-        value = getattr(event, name)
-        if value is not None and not isinstance(value, str):
-            raise UsageError(f"event field {name} must be text or None; got {value!r}")
-
-
-def _integer(value: Any, name: str) -> int | None:
-    if value is None:
-        return None
-    try:
-        return operator.index(value)
-    except TypeError as exc:
-        raise UsageError(f"event field {name} must be an integer or None; got {value!r}") from exc
 
 
 def _connect(path: Path, lock_timeout: float) -> sqlite3.Connection:
