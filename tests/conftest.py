@@ -11,6 +11,7 @@ import pytest
 from needs import IN_CI, missing
 from postgres_server import postgres_server, postgres_url  # noqa: F401 - fixtures, by name
 from scrollctx.log import EventLog
+from scrollctx.surface import Encoder
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
@@ -71,3 +72,19 @@ def shared_data() -> Path:
 def transcripts(shared_data: Path) -> Path:
     """The real agent transcripts in ../shared/data/transcripts (see its SOURCES.md)."""
     return shared_data / "transcripts"
+
+
+@pytest.fixture(scope="session")
+def semantic_encoder() -> Encoder:
+    """The semantic channel's encoder, loaded once per session (needs the semantic extra)."""
+    from needs import import_or_missing
+
+    for name in ("numpy", "onnxruntime", "tokenizers"):
+        import_or_missing(name)
+    from scrollctx.errors import MissingDependency
+    from scrollctx.surface import load_encoder
+
+    try:
+        return load_encoder()
+    except MissingDependency as exc:
+        missing(str(exc))

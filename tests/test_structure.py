@@ -72,8 +72,9 @@ def test_public_names_are_sorted_and_resolvable(name: str) -> None:
 
 def test_package_imports_without_optional_dependencies() -> None:
     code = (
-        "import sys, scrollctx, scrollctx.log, scrollctx.cli;"
-        "bad = [m for m in ('anthropic','mcp','psycopg','llama_cpp','matplotlib','rank_bm25')"
+        "import sys, scrollctx, scrollctx.log, scrollctx.surface, scrollctx.cli;"
+        "bad = [m for m in ('anthropic','mcp','psycopg','llama_cpp','matplotlib','rank_bm25',"
+        "'numpy','onnxruntime','tokenizers','bm25s')"
         " if m in sys.modules];"
         "print(','.join(bad))"
     )

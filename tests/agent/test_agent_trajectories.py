@@ -194,7 +194,8 @@ def test_user_tools_in_the_kernel_and_for_the_model(
 def test_scroll_without_the_repl_uses_json_memory_tools(
     beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
 ) -> None:
-    openai_server.enqueue_tool_calls([("ms_search", {"query": "sprint", "k": 2})])
+    search = {"query": "sprint", "k": 2, "mode": "hybrid"}
+    openai_server.enqueue_tool_calls([("ms_search", search)])
     openai_server.enqueue_tool_calls([("ms_expand", {"lo": 29, "hi": 30})])
     openai_server.enqueue_tool_calls([("submit_answer", {"answer": "done"})])
 
@@ -204,8 +205,11 @@ def test_scroll_without_the_repl_uses_json_memory_tools(
     assert finished.answer == "done"
     names = [t["function"]["name"] for t in openai_server.requests[0].body["tools"]]
     assert names == ["ms_search", "ms_expand", "ms_sql_query", "submit_answer"]
-    hits = json.loads(_tool_messages(openai_server.requests[1].body)[0])
+    found, note = _tool_messages(openai_server.requests[1].body)[0].rsplit("\n[note] ", 1)
+    hits = json.loads(found)
     assert len(hits) == 2 and all("sprint" in h["snippet"].lower() for h in hits)
+    # The store has no vectors: the hybrid request says so and BM25 answers.
+    assert {h["channel"] for h in hits} == {"bm25"} and "scroll embed" in note
     expanded = json.loads(_tool_messages(openai_server.requests[2].body)[-1])
     assert [row["seq"] for row in expanded] == [29, 30]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scrollctx.bench import BM25Baseline, tokenize, word_tokens
+from scrollctx.bench import BM25Baseline, StemmedBM25, tokenize, word_tokens
 from scrollctx.errors import UsageError
 
 
@@ -47,3 +47,14 @@ def test_word_tokens_drop_punctuation() -> None:
 def test_unknown_tokenizer_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="unknown BM25 tokenizer 'chars'"):
         BM25Baseline(["a"], tokens="chars")
+
+
+def test_stemmed_bm25_matches_inflections_and_ignores_stop_words() -> None:
+    docs = ["the support groups met", "lunch", "we walked to the beach", "a dog", "cats"]
+    index = StemmedBM25(docs)
+    assert index.rank("which group meets?", 1) == [0]
+    assert index.rank("walking", 1) == [2]
+    # Only stop words: nothing scores, so corpus order.
+    assert index.rank("the of and", 3) == [0, 1, 2]
+    assert StemmedBM25([]).rank("anything", 3) == []
+    assert StemmedBM25(["the", "lunch"]).rank("lunch", 2) == [1, 0]

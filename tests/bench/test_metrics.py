@@ -121,11 +121,13 @@ def test_mean_scores_averages_key_by_key() -> None:
     assert mean_scores([]) == {}
 
 
-def test_paired_counts_wins_losses_and_ties_per_question() -> None:
-    section = SectionResult("x", groups=["a", "a", "b"])
+def test_differences_are_paired_per_question_and_means_by_group() -> None:
+    section = SectionResult("x", groups=["a", "a", "b"], clusters=["c1", "c1", "c2"])
     section.rows = {
         "ms.search": {"turn": [{"mrr": 1.0}, {"mrr": 0.5}, {"mrr": 0.0}]},
-        "BM25": {"turn": [{"mrr": 0.5}, {"mrr": 0.5}, {"mrr": 1.0}]},
+        "bm25s": {"turn": [{"mrr": 0.5}, {"mrr": 0.5}, {"mrr": 1.0}]},
     }
-    assert section.paired("mrr") == (1, 1, 1)
+    difference = section.difference("ms.search", "bm25s", "mrr")
+    assert difference.mean == pytest.approx((0.5 + 0.0 - 1.0) / 3)
+    assert difference.low <= difference.mean <= difference.high
     assert section.means("ms.search", "turn", "a") == {"mrr": 0.75}

@@ -172,7 +172,10 @@ def test_an_upgrade_that_fails_changes_nothing(store_dir: Path) -> None:
         EventLog.open(path)
     with sqlite3.connect(path) as conn:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(conversation_history)")]
-        triggers = conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        triggers = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' "
+            "AND tbl_name = 'conversation_history'"
+        )
         tool_input = conn.execute(
             "SELECT tool_input FROM conversation_history WHERE kind = 'tool_call'"
         ).fetchone()[0]

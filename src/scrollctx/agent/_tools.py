@@ -35,7 +35,7 @@ from typing import Any, Literal, overload
 
 from scrollctx.agent._prompts import Capabilities, describe_function, tool_description
 from scrollctx.agent.backends import ToolSpec
-from scrollctx.errors import QueryError, UsageError
+from scrollctx.errors import MissingDependency, QueryError, UsageError
 from scrollctx.kernel import CellResult, Kernel, describe_tool, render_digest, render_observation
 from scrollctx.log import EventLog
 from scrollctx.surface import MemorySurface, format_notes, open_surface
@@ -373,6 +373,7 @@ def json_memory_toolset(user_tools: Iterable[UserTool] = ()) -> Toolset:
             "k": {"type": "integer"},
             "kind": {"type": "string"},
             "role": {"type": "string"},
+            "mode": {"type": "string", "enum": ["bm25", "semantic", "hybrid"]},
         },
         "required": ["query"],
     }
@@ -402,7 +403,8 @@ def json_memory_toolset(user_tools: Iterable[UserTool] = ()) -> Toolset:
 
 
 def _ms_search(args: Mapping[str, Any], context: ToolContext) -> Observation:
-    options = {key: args[key] for key in ("k", "kind", "role") if args.get(key) is not None}
+    keys = ("k", "kind", "role", "mode")
+    options = {key: args[key] for key in keys if args.get(key) is not None}
     return _ms_call(context, lambda ms: ms.search(str(args.get("query", "")), **options))
 
 
@@ -420,7 +422,7 @@ def _ms_call(context: ToolContext, call: Callable[[MemorySurface], list[Any]]) -
     surface = context.surface
     try:
         rows = call(surface)
-    except (QueryError, TypeError, ValueError) as exc:
+    except (QueryError, MissingDependency, TypeError, ValueError) as exc:
         return Observation(f"error: {exc}", ok=False)
     notes = format_notes(surface.drain_notes())
     text = json.dumps(rows, ensure_ascii=False, default=str, indent=1)

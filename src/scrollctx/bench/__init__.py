@@ -1,8 +1,9 @@
 """Benchmarks: retrieval metrics, gold labels, the BM25 baseline and the side-by-side evaluation;
 QA runs of Scroll, its ablations and baselines, with the benchmarks' own scoring and reports.
 
-``evaluate_retrieval`` ingests each benchmark conversation into its own store and ranks the same
-turns with ``ms.search`` and with BM25, scoring both against the gold evidence ids.
+``evaluate_retrieval`` ingests (and embeds) each benchmark conversation of one split into its own
+store and ranks the same turns with ``ms.search`` and with the baselines (``rank_bm25``,
+``bm25s``, dense, their fusion), scoring each against the gold evidence ids.
 
 ``run_questions`` answers benchmark questions (``longmemeval_questions``, ``beam_questions``,
 ``locomo_questions``) with one system (``get_system``: see ``SYSTEMS``) under the paper's
@@ -11,7 +12,8 @@ and appends it to a resumable :class:`ResultFile`; ``write_report`` renders resu
 Markdown tables, PNG plots and JSON.
 """
 
-from scrollctx.bench._bm25 import TOKENIZERS, BM25Baseline, tokenize, word_tokens
+from scrollctx.bench._bm25 import TOKENIZERS, BM25Baseline, StemmedBM25, tokenize, word_tokens
+from scrollctx.bench._bootstrap import Interval, paired_interval
 from scrollctx.bench._f1 import choose_option, locomo_score, normalize_answer, token_f1
 from scrollctx.bench._judge import ORDERING_MATCHES, ORDERING_RANKS, Judge, Verdict
 from scrollctx.bench._judge_prompts import JUDGE_PROMPTS, JudgePrompts
@@ -59,12 +61,11 @@ from scrollctx.bench._questions import (
     locomo_questions,
     longmemeval_questions,
 )
-from scrollctx.bench._report import comparison_rows, render_markdown, render_text
+from scrollctx.bench._rankers import BASELINES, OURS, rrf
+from scrollctx.bench._report import HEADLINE_METRICS, render_markdown, render_text, target_verdict
 from scrollctx.bench._results import ResultFile, read_records
 from scrollctx.bench._retrieval import (
     LEVELS,
-    PAIRED_METRICS,
-    SYSTEMS,
     Conversation,
     RetrievalReport,
     SectionResult,
@@ -72,24 +73,31 @@ from scrollctx.bench._retrieval import (
     beam_conversations,
     evaluate_retrieval,
     locomo_conversations,
+    prepare_store,
     read_turns,
 )
 from scrollctx.bench._runner import RunSummary, run_questions
 from scrollctx.bench._scoring import PRIMARY, Scored, score_answer, zero_scores
+from scrollctx.bench._split import SPLITS, split_of
 from scrollctx.bench._systems import SYSTEMS as QA_SYSTEMS
 from scrollctx.bench._systems import Attempt, RunSettings, System, get_system, task_text
+from scrollctx.bench._vectors import CachedEncoder
 
 __all__ = [
     "Attempt",
+    "BASELINES",
     "BEAM_ABILITIES",
     "BEAM_SIZES",
     "BEAM_TIERS",
     "BENCHMARKS",
     "BM25Baseline",
     "BeamChat",
+    "CachedEncoder",
     "Conversation",
     "DEFAULT_KS",
+    "HEADLINE_METRICS",
     "History",
+    "Interval",
     "JUDGE_PROMPTS",
     "Judge",
     "JudgePrompts",
@@ -98,8 +106,8 @@ __all__ = [
     "LocomoConversation",
     "ORDERING_MATCHES",
     "ORDERING_RANKS",
+    "OURS",
     "OrderingScore",
-    "PAIRED_METRICS",
     "PRIMARY",
     "Probe",
     "QA_SYSTEMS",
@@ -109,9 +117,10 @@ __all__ = [
     "RetrievalReport",
     "RunSettings",
     "RunSummary",
-    "SYSTEMS",
+    "SPLITS",
     "Scored",
     "SectionResult",
+    "StemmedBM25",
     "System",
     "TOKENIZERS",
     "Turn",
@@ -122,7 +131,6 @@ __all__ = [
     "beam_questions",
     "categories_of",
     "choose_option",
-    "comparison_rows",
     "evaluate_retrieval",
     "first_occurrences",
     "flatten_source_ids",
@@ -140,6 +148,8 @@ __all__ = [
     "normalize_dia_id",
     "normalized_tau",
     "ordering_score",
+    "paired_interval",
+    "prepare_store",
     "read_records",
     "read_turns",
     "recall_all",
@@ -148,10 +158,13 @@ __all__ = [
     "render_markdown",
     "render_text",
     "resolve_evidence",
+    "rrf",
     "run_questions",
     "score_answer",
     "score_ranking",
     "session_ranking",
+    "split_of",
+    "target_verdict",
     "task_text",
     "tau_b",
     "token_f1",

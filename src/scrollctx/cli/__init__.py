@@ -16,6 +16,7 @@ COMMANDS: dict[str, str] = {
     "bench": "scrollctx.cli._bench:bench",
     "chat": "scrollctx.cli._agent:chat_command",
     "doctor": "scrollctx.cli._doctor:doctor_command",
+    "embed": "scrollctx.cli._embed:embed",
     "exec": "scrollctx.cli._kernel:exec_cell",
     "expand": "scrollctx.cli._history:expand",
     "ingest": "scrollctx.cli._ingest:ingest",

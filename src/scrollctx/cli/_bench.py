@@ -58,11 +58,22 @@ def bench() -> None:
     help="Rows each system returns per question.",
 )
 @click.option(
-    "--bm25-tokens",
-    type=click.Choice(["whitespace", "words"]),
-    default="whitespace",
+    "--split",
+    type=click.Choice(["dev", "test", "all"]),
+    default="test",
     show_default=True,
-    help="Baseline tokens: whitespace split (LongMemEval) or letter/digit runs.",
+    help="Conversations to evaluate: development (tuning), held-out test, or both.",
+)
+@click.option(
+    "--lexical-only",
+    is_flag=True,
+    help="Skip the semantic systems (no embedding; no semantic extra needed).",
+)
+@click.option(
+    "--vectors-cache",
+    "vectors_cache",
+    metavar="FILE",
+    help="Reuse vectors of windows embedded by earlier runs (a SQLite file; created if absent).",
 )
 @click.option("--data", "data_dir", metavar="DIR", help="Benchmark data (default: shared/data).")
 @click.option("--work", "work_dir", metavar="DIR", help="Keep the built stores here.")
@@ -73,46 +84,68 @@ def retrieval(
     beam_sizes: str,
     limit: int | None,
     depth: int,
-    bm25_tokens: str,
+    split: str,
+    lexical_only: bool,
+    vectors_cache: str | None,
     data_dir: str | None,
     work_dir: str | None,
     write_path: str | None,
     json_: bool,
 ) -> None:
-    """Compare ms.search with a BM25 baseline on LoCoMo and BEAM evidence labels.
+    """Compare ms.search with rank_bm25, bm25s, dense and fused baselines on held-out labels.
 
-    Each conversation is ingested into its own store; both systems rank the same turns for the
-    raw question; recall_any/recall_all@1,5,10, MRR and NDCG@10 at turn and session level.
+    Each conversation is ingested (and embedded) into its own store; every system ranks the same
+    turns for the raw question; recall_any/recall_all@1,5,10, MRR and NDCG@10 at turn and
+    session level, with paired bootstrap intervals clustered by conversation.
 
-    Example: scroll bench retrieval --benchmark all --write docs/retrieval.md
+    Example: scroll bench retrieval --benchmark all --split test --write docs/retrieval.md
     """
-    from scrollctx.bench import evaluate_retrieval, render_markdown, render_text
+    from scrollctx.bench import CachedEncoder, evaluate_retrieval, render_markdown, render_text
+    from scrollctx.surface import Encoder, load_encoder
 
     data = data_root(data_dir)
     sizes = [s.strip() for s in beam_sizes.split(",") if s.strip()]
     progress = _progress if sys.stderr.isatty() else None
+    encoder: Encoder | None = None if lexical_only else load_encoder()
+    if encoder is not None and vectors_cache:
+        encoder = CachedEncoder(encoder, Path(vectors_cache))
     with tempfile.TemporaryDirectory(prefix="scroll-bench-split-") as scratch:
         conversations = _conversations(benchmark, data, sizes, Path(scratch))
         report = evaluate_retrieval(
             conversations,
+            split=split,
+            encoder=encoder,
             work_dir=Path(work_dir) if work_dir else None,
             limit=limit,
             depth=depth,
-            bm25_tokens=bm25_tokens,
             progress=progress,
         )
     if write_path:
         options: dict[str, object] = {
+            "--split": split,
             "--limit": limit,
             "--depth": depth if depth != 10 else None,
-            "--bm25-tokens": bm25_tokens if bm25_tokens != "whitespace" else None,
+            "--lexical-only": "" if lexical_only else None,
         }
         command = _command_line(benchmark, beam_sizes, options, write_path)
         date = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         target = Path(write_path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(render_markdown(report, command=command, date=date), encoding="utf-8")
+        generated = render_markdown(report, command=command, date=date)
+        target.write_text(_kept_preamble(target) + generated, encoding="utf-8")
     emit(report.to_dict(), as_json=json_, human=lambda _: render_text(report))
+
+
+GENERATED = "<!-- generated below by scroll bench retrieval; edits there are overwritten -->"
+
+
+def _kept_preamble(target: Path) -> str:
+    """Return the hand-written part of an existing document (everything above the marker)."""
+    if not target.is_file():
+        return ""
+    text = target.read_text(encoding="utf-8")
+    head, found, _ = text.partition(GENERATED)
+    return head + GENERATED + "\n\n" if found else ""
 
 
 def _conversations(benchmark: str, data: Path, sizes: list[str], scratch: Path) -> list[Any]:
@@ -132,7 +165,7 @@ def _command_line(
     parts = ["scroll bench retrieval", f"--benchmark {benchmark}"]
     if benchmark != "locomo":
         parts.append(f"--beam-sizes {beam_sizes}")
-    parts += [f"{flag} {value}" for flag, value in options.items() if value is not None]
+    parts += [f"{flag} {value}".strip() for flag, value in options.items() if value is not None]
     parts.append(f"--write {write_path}")
     return " ".join(parts)
 

@@ -1,9 +1,9 @@
 """Read commands over a store: ``scroll search``, ``expand``, ``sql``, ``sessions``, ``stats``.
 
 All of them go through the read-only memory surface; none of them creates a store. JSON output
-uses the log's column names as keys (plus ``date``, ``snippet``, ``broadened`` on search hits,
-``payload_missing`` on expanded rows); listings print ``[]`` when empty. Notes (partial, capped,
-degraded search) go to stderr as ``[note] …`` lines.
+uses the log's column names as keys (plus ``date``, ``snippet``, ``broadened``, ``channel`` on
+search hits, ``payload_missing`` on expanded rows); listings print ``[]`` when empty. Notes
+(partial, capped, degraded search) go to stderr as ``[note] …`` lines.
 """
 
 from __future__ import annotations
@@ -51,17 +51,29 @@ def _emit_rows(rows: ResultRows, as_json: bool, human: Callable[[Any], str]) -> 
 @click.option("--k", "k", type=int, default=10, show_default=True, help="How many hits.")
 @click.option("--kind", default=None, help="Only events of this kind.")
 @click.option("--session", "session_id", default=None, help="Only this session.")
+@click.option(
+    "--mode",
+    type=click.Choice(["bm25", "semantic", "hybrid"]),
+    default=None,
+    help="Words only, meaning only (needs `scroll embed`), or both fused (the default).",
+)
 @store_option
 @json_option
 def search(
-    query: str, k: int, kind: str | None, session_id: str | None, config: Config, json_: bool
+    query: str,
+    k: int,
+    kind: str | None,
+    session_id: str | None,
+    mode: str | None,
+    config: Config,
+    json_: bool,
 ) -> None:
-    """Full-text search the history (words AND-ed; OR, NOT, "phrase", prefix*).
+    """Search the history (words AND-ed; OR, NOT, "phrase", prefix*; fused with meaning).
 
-    Example: scroll search "pamela vendor" --k 5 --kind conversation
+    Example: scroll search "pamela vendor" --k 5 --kind conversation --mode bm25
     """
     with _surface(config) as ms:
-        rows = ms.search(query, k, kind=kind, session_id=session_id)
+        rows = ms.search(query, k, kind=kind, session_id=session_id, mode=mode)
     _emit_rows(rows, json_, _render_hits)
 
 
@@ -177,6 +189,8 @@ def _render_hits(rows: list[dict[str, Any]]) -> str:
     out = []
     for row in rows:
         mark = " (broadened)" if row.get("broadened") else ""
+        if row.get("channel") in ("semantic", "both"):
+            mark += f" [{row['channel']}]"
         out.append(
             f"seq {row['seq']}  {row['session_id']}  step {row['step_index']}  "
             f"{row['role'] or '-'}  {row['date'] or ''}{mark}"

@@ -46,9 +46,14 @@ format_option = click.option(
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @format_option
+@click.option(
+    "--embed",
+    is_flag=True,
+    help="Also compute the vectors semantic search uses (as `scroll embed`; semantic extra).",
+)
 @store_option
 @json_option
-def ingest(paths: tuple[Path, ...], format_: str, config: Config, json_: bool) -> None:
+def ingest(paths: tuple[Path, ...], format_: str, embed: bool, config: Config, json_: bool) -> None:
     """Import agent transcripts (Claude Code, Codex, Gemini CLI, ChatGPT, Aider) or chat data.
 
     A folder is walked and each file's format detected by its content. Re-importing adds only
@@ -57,6 +62,7 @@ def ingest(paths: tuple[Path, ...], format_: str, config: Config, json_: bool) -
     Example: scroll ingest ~/.claude/projects ~/.codex/sessions ../shared/data/beam/chats/100K
     """
     reports: list[IngestReport] = []
+    encoder = _encoder() if embed else None  # a missing extra fails before anything is written
     with EventLog.open(config.db_path) as log:
         try:
             for path in paths:
@@ -68,9 +74,25 @@ def ingest(paths: tuple[Path, ...], format_: str, config: Config, json_: bool) -
                 _warn_problems(report)
                 if not json_:
                     click.echo(_describe(report))
+            if encoder is not None:
+                _embed(log, encoder, quiet=json_)
         finally:
             if json_:
                 emit([asdict(r) for r in reports], as_json=True, human=str)
+
+
+def _encoder() -> Any:
+    from scrollctx.surface import load_encoder
+
+    return load_encoder()
+
+
+def _embed(log: EventLog, encoder: Any, *, quiet: bool) -> None:
+    from scrollctx.surface import embed_pending
+
+    report = embed_pending(log, encoder)
+    if not quiet:
+        click.echo(f"embedded {report.rows} rows ({report.vectors} vectors, {report.model})")
 
 
 def _describe(report: IngestReport) -> str:

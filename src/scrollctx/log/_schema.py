@@ -79,12 +79,14 @@ def m001_conversation_history(conn: sqlite3.Connection, fts5: bool) -> None:
         _create_fts(conn)
 
 
-def _refuse(conn: sqlite3.Connection, action: str) -> None:
+def _refuse(
+    conn: sqlite3.Connection, action: str, table: str = "conversation_history", prefix: str = "ch"
+) -> None:
     conn.execute(
         f"""
-        CREATE TRIGGER ch_no_{action.lower()} BEFORE {action} ON conversation_history
+        CREATE TRIGGER {prefix}_no_{action.lower()} BEFORE {action} ON {table}
         BEGIN
-            SELECT RAISE(ABORT, 'conversation_history is append-only: {action} refused');
+            SELECT RAISE(ABORT, '{table} is append-only: {action} refused');
         END
         """
     )
@@ -173,11 +175,39 @@ def m004_event_checksums(conn: sqlite3.Connection, fts5: bool) -> None:
     _refuse(conn, "UPDATE")
 
 
+def m005_embeddings(conn: sqlite3.Connection, fts5: bool) -> None:
+    # Vectors of the semantic channel live in the store itself, so a copy of the file carries
+    # them and the surface reads them over the same read-only ATTACH (no extension to load:
+    # the surface's authorizer refuses load_extension). One row per (model, seq, window): a
+    # long row has one vector per window of word pieces. ``vector`` is little-endian float16
+    # (half the bytes of float32; cosines move by ~1e-3). ``embedding_models.through_seq``
+    # says every row up to that seq is embedded (rows without text have no vector), and moves
+    # in the same transaction as the vectors, so a killed embedder resumes without repeats.
+    conn.execute(
+        """
+        CREATE TABLE conversation_embeddings (
+            model TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            window INTEGER NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY (model, seq, window)
+        ) WITHOUT ROWID
+        """
+    )
+    conn.execute(
+        "CREATE TABLE embedding_models (model TEXT PRIMARY KEY, dim INTEGER NOT NULL, "
+        "through_seq INTEGER NOT NULL)"
+    )
+    for action in ("UPDATE", "DELETE"):
+        _refuse(conn, action, "conversation_embeddings", "ce")
+
+
 MIGRATIONS: list[tuple[str, Migration]] = [
     ("m001_conversation_history", m001_conversation_history),
     ("m002_store_meta", m002_store_meta),
     ("m003_batch_indexing", m003_batch_indexing),
     ("m004_event_checksums", m004_event_checksums),
+    ("m005_embeddings", m005_embeddings),
 ]
 
 

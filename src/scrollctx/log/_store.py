@@ -288,6 +288,41 @@ class EventLog:
         ).fetchone()
         return int(row[0]) if row else 0
 
+    # -- vectors of the semantic channel ---------------------------------------------------
+
+    def embedded_through(self, model: str) -> int:
+        """Return the seq up to which every row has its ``model`` vectors (0: none yet)."""
+        rows = self.execute("SELECT through_seq FROM embedding_models WHERE model = ?", (model,))
+        return int(rows[0][0]) if rows else 0
+
+    def append_embeddings(
+        self, model: str, dim: int, through_seq: int, vectors: Sequence[tuple[int, int, bytes]]
+    ) -> None:
+        """Store ``(seq, window, vector)`` rows and move ``model``'s mark to ``through_seq``.
+
+        One transaction: after a kill either both happened or neither, so an embedder that
+        resumes from :meth:`embedded_through` never writes a vector twice.
+        """
+        if through_seq <= self.embedded_through(model):
+            raise UsageError(
+                f"{model} is already embedded through seq {self.embedded_through(model)}; "
+                f"refusing to move its mark back to {through_seq}"
+            )
+        try:
+            with self.atomic() as conn:
+                conn.executemany(
+                    "INSERT INTO conversation_embeddings (model, seq, window, vector) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(model, seq, window, blob) for seq, window, blob in vectors],
+                )
+                conn.execute(
+                    "INSERT INTO embedding_models (model, dim, through_seq) VALUES (?, ?, ?) "
+                    "ON CONFLICT (model) DO UPDATE SET through_seq = excluded.through_seq",
+                    (model, dim, through_seq),
+                )
+        except sqlite3.DatabaseError as exc:
+            raise _store_error(self.path, "append_embeddings", exc) from exc
+
     # -- reading ---------------------------------------------------------------------------
 
     def get(self, seq: int) -> Event:

@@ -13,17 +13,30 @@ from scrollctx.surface._dates import days_between
 from scrollctx.surface._query import or_terms
 from scrollctx.surface._rows import Budgets, ResultRows, format_notes
 from scrollctx.surface._search import BM25_WEIGHTS
+from scrollctx.surface._semantic_embed import (
+    EmbedProgress,
+    EmbedReport,
+    embed_pending,
+    pending_rows,
+)
+from scrollctx.surface._semantic_model import Encoder, load_encoder
 from scrollctx.surface._stats import store_stats
 from scrollctx.surface._surface import MemorySurface, open_surface
 
 __all__ = [
     "BM25_WEIGHTS",
     "Budgets",
+    "EmbedProgress",
+    "EmbedReport",
+    "Encoder",
     "MemorySurface",
     "ResultRows",
     "days_between",
+    "embed_pending",
     "format_notes",
+    "load_encoder",
     "open_surface",
     "or_terms",
+    "pending_rows",
     "store_stats",
 ]

@@ -23,17 +23,30 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from scrollctx.errors import QueryError
+from scrollctx.errors import MissingDependency, QueryError
 from scrollctx.surface._broaden import TermStats, broad_expression
 from scrollctx.surface._filters import Filters
+from scrollctx.surface._fusion import FUSION, fuse
 from scrollctx.surface._guard import BudgetExceeded, Deadline
 from scrollctx.surface._query import ParsedQuery, Term, parse_query
 from scrollctx.surface._rows import Budgets, ResultRows, as_dict, load_json, row_bytes, shorten
+from scrollctx.surface._semantic_model import MODEL_NAME, load_encoder
+from scrollctx.surface._semantic_vectors import (
+    BEHIND_NOTE,
+    NO_VECTORS_NOTE,
+    SemanticChannel,
+    VectorIndex,
+    VectorState,
+)
 
-__all__ = ["BM25_WEIGHTS", "LIKE_NOTE", "SearchOptions", "Searcher"]
+__all__ = ["BM25_WEIGHTS", "DEFAULT_MODE", "LIKE_NOTE", "MODES", "SearchOptions", "Searcher"]
+
+MODES = ("bm25", "semantic", "hybrid")
+DEFAULT_MODE = "hybrid"
+"""The mode of ``ms.search`` when none is given (chosen on the development split)."""
 
 BM25_WEIGHTS = (1.0, 0.5, 2.0)
 """bm25() column weights for (prose, code, headline)."""
@@ -83,6 +96,10 @@ class SearchOptions:
     k: int
     snippet: bool
     chars: int | None
+    mode: str | None = None
+    """``bm25``, ``semantic`` or ``hybrid``; None: :data:`DEFAULT_MODE` on a store with
+    vectors, BM25 on one without; quietly BM25 when the semantic extra is missing (an
+    explicit mode raises :class:`MissingDependency` instead)."""
 
 
 class _FtsRejected(Exception):
@@ -99,6 +116,7 @@ class Searcher:
         self._deadline = deadline
         self._budgets = budgets
         self._stats = TermStats(conn)
+        self._semantic = SemanticChannel(conn, MODEL_NAME)
         self.has_fts5 = has_fts5
 
     def search(self, query: object, filters: Filters, options: SearchOptions) -> ResultRows:
@@ -110,7 +128,7 @@ class Searcher:
         options = self._check_k(options, result)
         with self._deadline.running(self._budgets.seconds):
             try:
-                raw = self._passes(parsed, filters, options, result)
+                raw = self._ranked(query, parsed, filters, options, result)
             except BudgetExceeded:
                 raw = []
                 result.note(self._time_note("search"), partial=True)
@@ -133,8 +151,78 @@ class Searcher:
                 f"{self._budgets.rows} -- narrow with kind=, session_id= or seq_range=",
                 partial=True,
             )
-            return SearchOptions(self._budgets.rows, options.snippet, options.chars)
+            return replace(options, k=self._budgets.rows)
+        if options.mode is not None and options.mode not in MODES:
+            raise QueryError(
+                f"mode must be one of {', '.join(map(repr, MODES))}; got {options.mode!r}"
+            )
         return options
+
+    # -- channels ------------------------------------------------------------------------------
+
+    def _ranked(
+        self,
+        query: object,
+        parsed: ParsedQuery,
+        filters: Filters,
+        options: SearchOptions,
+        result: ResultRows,
+    ) -> list[dict[str, Any]]:
+        mode = options.mode or DEFAULT_MODE
+        ready = None if mode == "bm25" or parsed.is_empty else self._vectors(options, result)
+        if ready is None:
+            return _tagged(self._passes(parsed, filters, options, result), "bm25")
+        index, state = ready
+        vector = load_encoder().encode_query(str(query))
+        depth = FUSION.depth_for(options.k) if mode == "hybrid" else options.k
+        semantic = [seq for seq, _ in index.rank(vector, filters, depth, state)]
+        if mode == "semantic":
+            return _tagged(self._rows_at(semantic), "semantic")
+        lexical = self._passes(parsed, filters, replace(options, k=depth), result)
+        by_seq = {row["seq"]: row for row in lexical}
+        fused = fuse([row["seq"] for row in lexical], semantic, options.k)
+        by_seq |= {
+            row["seq"]: row for row in self._rows_at([f.seq for f in fused if f.seq not in by_seq])
+        }
+        return [by_seq[f.seq] | {"channel": f.channel} for f in fused]
+
+    def _vectors(
+        self, options: SearchOptions, result: ResultRows
+    ) -> tuple[VectorIndex, VectorState] | None:
+        """Return the index and its state, or None (with a note) when BM25 must stand in."""
+        state = self._semantic.state()
+        if state.is_empty:
+            # The default answers quietly by BM25 where vectors are missing (every hit says
+            # channel='bm25'); an explicit semantic or hybrid request is told why. Rows newer
+            # than the vectors (an agent's own fresh turns) are treated the same way.
+            if options.mode is not None:
+                result.note(NO_VECTORS_NOTE.format(model=MODEL_NAME))
+            return None
+        try:
+            index = self._semantic.index()
+            load_encoder()
+        except MissingDependency as exc:
+            if options.mode is not None:
+                raise
+            result.note(f"semantic search is unavailable ({exc}); these are BM25 results")
+            return None
+        if state.behind and options.mode is not None:
+            result.note(BEHIND_NOTE.format(through=state.through_seq, behind=state.behind))
+        return index, state
+
+    def _rows_at(self, seqs: list[int]) -> list[dict[str, Any]]:
+        """Fetch hit rows by seq, in the order given (no snippet: _shape makes one)."""
+        if not seqs:
+            return []
+        sql = (
+            f"SELECT {_COLUMNS}, '' AS snippet FROM hist.conversation_history AS c "
+            "WHERE c.seq IN (SELECT value FROM json_each(?))"
+        )
+        rows = self._fetch(
+            sql, ("[" + ",".join(map(str, seqs)) + "]",), len(seqs), set(), ResultRows()
+        )
+        by_seq = {row["seq"]: row for row in rows}
+        return [by_seq[seq] for seq in seqs if seq in by_seq]
 
     def _passes(
         self, parsed: ParsedQuery, filters: Filters, options: SearchOptions, result: ResultRows
@@ -290,7 +378,8 @@ class Searcher:
             if not options.snippet:
                 row["snippet"] = ""
             elif not row["snippet"]:
-                row["snippet"] = "" if self.has_fts5 else _window(full, words)
+                lexical = self.has_fts5 and row["channel"] != "semantic"
+                row["snippet"] = "" if lexical else _window(full, words)
             row.setdefault("broadened", False)
             used += row_bytes(row)
             if used > self._budgets.bytes:
@@ -307,6 +396,12 @@ class Searcher:
             f"{what} ran past the {self._budgets.seconds:g}s time budget; results are partial "
             "-- use fewer or rarer terms, or narrow with kind=, session_id= or seq_range="
         )
+
+
+def _tagged(rows: list[dict[str, Any]], channel: str) -> list[dict[str, Any]]:
+    for row in rows:
+        row["channel"] = channel
+    return rows
 
 
 def _like_patterns(terms: list[Term]) -> list[str]:

@@ -160,8 +160,9 @@ class MemorySurface:
         created_to: str | None = None,
         snippet: bool = True,
         chars: int | None = 300,
+        mode: str | None = None,
     ) -> ResultRows:
-        """Full-text search the history; best first. Returns up to k hit dicts.
+        """Search the history; best first. Returns up to k hit dicts.
 
         Query: words are AND-combined; uppercase OR / AND / NOT are operators (OR binds
         tighter: `a b OR c` = a AND (b OR c)); "exact phrase"; prefix*. Anything else is
@@ -169,15 +170,20 @@ class MemorySurface:
         fills up: plain words are then all ranked by BM25 together, while AND hits of a query
         with operators or "phrases" stay first. Rows only the OR pass found carry
         broadened=True (leads to verify).
+        mode: 'bm25' (words only), 'semantic' (meaning: nearest rows by embedding, finds
+        paraphrases), 'hybrid' (both, fused). Default: hybrid when the store has vectors
+        (`scroll embed`), else bm25; asking for semantic/hybrid without vectors gives a
+        note and BM25 hits.
         Hit keys: seq, session_id, step_index, msg_index, kind, role, created_at, date,
         headline, snippet («match» in context), content (first `chars` chars; chars=None for
-        all), metadata, broadened.
+        all), metadata, broadened, channel ('bm25', 'semantic' or 'both': who found it).
         Filters (inclusive): kind, role (str or list), session_id, seq_range=(lo, hi),
         step_range=(lo, hi), created_from / created_to (ISO dates). scope='session' or 'task'
         limits to the bound session/task (the whole store when none is bound); all_agents=True
         includes other agents' rows.
 
         Example: hits = ms.search("pamela vendor", k=10, role="user", seq_range=(100, 900))
+                 ideas = ms.search("what food does she dislike", mode="semantic")
         """
         filters = build_filters(
             self._binding,
@@ -191,7 +197,7 @@ class MemorySurface:
             created_from=created_from,
             created_to=created_to,
         )
-        options = SearchOptions(k, bool(snippet), chars)
+        options = SearchOptions(k, bool(snippet), chars, mode)
         try:
             hits = self._searcher.search(query, filters, options)
         except sqlite3.OperationalError as exc:
