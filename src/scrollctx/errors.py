@@ -24,7 +24,8 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     │   ├── RateLimited              exit 1
     │   ├── BackendUnavailable       exit 1
     │   ├── BadResponse              exit 1
-    │   └── ContextTooLong           exit 1   the request does not fit the model's window
+    │   └── RequestRejected          exit 1   the server refused this request; resending won't help
+    │       └── ContextTooLong       exit 1   the request does not fit the model's window
     └── MissingDependency            exit 2   an optional extra is not installed
 
 Exceptions carry their data as attributes, never print or log when built, and are raised
@@ -50,6 +51,7 @@ __all__ = [
     "ProtocolError",
     "QueryError",
     "RateLimited",
+    "RequestRejected",
     "SandboxUnavailable",
     "ScrollError",
     "StoreAccessDenied",
@@ -205,7 +207,15 @@ class BadResponse(BackendError):
     """The provider answered with something we cannot use."""
 
 
-class ContextTooLong(BackendError):
+class RequestRejected(BackendError):
+    """The server refused this request (a 4xx answer, or a 500 for input it could not take).
+
+    Sending the same request again cannot succeed, so it is never retried; the message carries
+    the server's own words.
+    """
+
+
+class ContextTooLong(RequestRejected):
     """The provider rejected the request because the input exceeds the model's context window."""
 
 

@@ -80,7 +80,7 @@ def test_a_provider_that_stays_down_ends_the_run_with_a_failure_record(
     beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
 ) -> None:
     for _ in range(4):
-        openai_server.enqueue_error(500)
+        openai_server.enqueue_error(503)
 
     with Agent(model=scripted_backend, store=beam_store) as agent:
         finished = agent.run("Answer ok.")

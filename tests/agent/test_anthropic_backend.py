@@ -24,6 +24,7 @@ from scrollctx.errors import (
     MissingCredentials,
     MissingDependency,
     RateLimited,
+    RequestRejected,
     UsageError,
 )
 
@@ -295,16 +296,16 @@ def test_cached_prompt_tokens_count_as_prompt_tokens(
             1,
         ),
         (413, {"type": "request_too_large"}, ContextTooLong, 1),
-        (400, {"type": "invalid_request_error"}, BackendError, 1),
+        (400, {"type": "invalid_request_error"}, RequestRejected, 1),
         (401, {"type": "authentication_error"}, MissingCredentials, 1),
-        (403, {"type": "permission_error"}, BackendError, 1),
+        (403, {"type": "permission_error"}, RequestRejected, 1),
         (529, {"type": "overloaded_error"}, BackendUnavailable, 4),
         (500, {"type": "api_error"}, BackendUnavailable, 4),
         (429, {"type": "rate_limit_error"}, RateLimited, 4),
         (
             429,
             {"type": "rate_limit_error", "error_code": "contract_spend_limit_reached"},
-            BackendError,
+            RequestRejected,
             1,
         ),
     ],

@@ -8,12 +8,13 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx2
 import openai
 import pytest
 from scripted_servers import ScriptedOpenAIServer, ScriptedReply, SleepRecorder
 
 from scrollctx.agent import ChatRequest, Completion, Delta, RetryPolicy, ToolSpec
-from scrollctx.agent.backends._openai import OpenAIBackend
+from scrollctx.agent.backends._openai import DEFAULT_MAX_TOKENS, OpenAIBackend
 from scrollctx.errors import (
     BackendError,
     BackendUnavailable,
@@ -21,6 +22,7 @@ from scrollctx.errors import (
     ContextTooLong,
     MissingCredentials,
     RateLimited,
+    RequestRejected,
     UsageError,
 )
 
@@ -147,9 +149,10 @@ def test_conversation_history_goes_out_in_wire_shape(
     backend.complete(ChatRequest(messages=history, tools=[REPL]))  # type: ignore[arg-type]
 
     sent = openai_server.requests[1].body["messages"]
+    assert first.to_message()["content"] is None  # the log keeps what the model said
     assert sent[1] == {
         "role": "assistant",
-        "content": None,
+        "content": "",  # llama-cpp-python's server rejects null here (tests/agent/real_server)
         "tool_calls": [
             {
                 "id": "call_0",
@@ -250,12 +253,12 @@ def test_server_errors_give_up_after_the_bounded_attempts(
     backend: OpenAIBackend, openai_server: ScriptedOpenAIServer, sleeps: SleepRecorder
 ) -> None:
     for _ in range(4):
-        openai_server.enqueue_error(500, message="boom")
+        openai_server.enqueue_error(503, message="boom")
 
     with pytest.raises(BackendUnavailable, match="gave up after 4 attempts") as caught:
         backend.complete(ask())
 
-    assert caught.value.status_code == 500 and caught.value.backend == "openai"
+    assert caught.value.status_code == 503 and caught.value.backend == "openai"
     assert len(openai_server.requests) == 4
     # exponential backoff with jitter 0.5 around base 1 s: (0.5..1], (1..2], (2..4]
     assert len(sleeps.waits) == 3
@@ -324,21 +327,24 @@ def test_too_long_wording_without_the_code_is_not_context_too_long(
     with pytest.raises(BackendError) as caught:
         backend.complete(ask())
 
-    assert type(caught.value) is BackendError
+    assert type(caught.value) is RequestRejected
 
 
 @pytest.mark.parametrize(
     ("status", "expected", "attempts"),
     [
-        (400, BackendError, 1),
+        (400, RequestRejected, 1),
         (401, MissingCredentials, 1),
-        (403, BackendError, 1),
-        (404, BackendError, 1),
-        (409, BackendError, 1),
-        (422, BackendError, 1),
-        (418, BackendError, 1),
+        (403, RequestRejected, 1),
+        (404, RequestRejected, 1),
+        (409, RequestRejected, 1),
+        (422, RequestRejected, 1),
+        (418, RequestRejected, 1),
+        (500, RequestRejected, 1),
+        (408, BackendUnavailable, 4),
         (502, BackendUnavailable, 4),
         (503, BackendUnavailable, 4),
+        (504, BackendUnavailable, 4),
     ],
 )
 def test_status_codes_map_to_error_classes(
@@ -468,3 +474,92 @@ def test_an_injected_client_is_used_and_left_open(
             client.chat.completions.create(model="m", messages=[]).choices[0].message.content
             == "still open"
         )
+
+
+# -- requests real servers accept (issue 10) ----------------------------------------------
+
+LLAMA_CPP_SCHEMA_ERROR = (
+    "7 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 1, "
+    "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string'}"
+)
+
+
+def test_a_rejected_request_is_shown_in_the_servers_words_and_not_retried(
+    backend: OpenAIBackend, openai_server: ScriptedOpenAIServer, sleeps: SleepRecorder
+) -> None:
+    # What llama-cpp-python's server answers for a request its schema refuses: HTTP 500.
+    openai_server.enqueue_error(500, message=LLAMA_CPP_SCHEMA_ERROR, type="internal_server_error")
+
+    with pytest.raises(RequestRejected) as caught:
+        backend.complete(ask())
+
+    message = str(caught.value)
+    assert message.startswith("the openai server rejected the request: 7 validation errors")
+    assert "Input should be a valid string" in message and "HTTP 500" in message
+    assert "unavailable" not in message and "gave up" not in message
+    assert sleeps.waits == [] and len(openai_server.requests) == 1
+
+
+def test_each_retry_is_announced_with_its_wait(
+    backend: OpenAIBackend,
+    openai_server: ScriptedOpenAIServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    openai_server.enqueue_error(503, message="loading model", headers={"Retry-After": "2"})
+    openai_server.enqueue_text("up")
+
+    with caplog.at_level(logging.WARNING, logger="scrollctx.retry"):
+        assert backend.complete(ask()).text == "up"
+
+    [record] = caplog.records
+    assert "loading model" in record.getMessage()
+    assert "retrying in 2.0 s (attempt 2 of 4)" in record.getMessage()
+
+
+def test_a_reply_cap_is_always_sent(
+    backend: OpenAIBackend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_text("a")
+    openai_server.enqueue_text("b")
+
+    backend.complete(ask())
+    backend.complete(ask(options={"max_tokens": 64}))
+
+    first, second = (r.body for r in openai_server.requests)
+    assert first["max_tokens"] == DEFAULT_MAX_TOKENS and "max_completion_tokens" not in first
+    assert second["max_tokens"] == 64
+
+
+def test_the_openai_api_itself_gets_max_completion_tokens() -> None:
+    # api.openai.com's reasoning models refuse max_tokens; the request never leaves the machine:
+    # the SDK's own transport is replaced by one that records the request and answers.
+    seen: list[dict[str, Any]] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        seen.append(json.loads(request.content))
+        reply = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+        return httpx2.Response(200, json=reply)
+
+    client = openai.OpenAI(
+        api_key=KEY,
+        base_url="https://api.openai.com/v1",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(answer)),
+    )
+    with OpenAIBackend(model="o4-mini", client=client, options={"max_tokens": 99}) as backend:
+        backend.complete(ask())
+    client.close()
+
+    assert seen[0]["max_completion_tokens"] == 99 and "max_tokens" not in seen[0]
+
+
+def test_tool_choice_names_a_tool(
+    backend: OpenAIBackend, openai_server: ScriptedOpenAIServer
+) -> None:
+    named = {"type": "function", "function": {"name": "repl_exec"}}
+    openai_server.enqueue_tool_calls([("repl_exec", {"source": "1"})])
+
+    backend.complete(ask(tools=[REPL], options={"tool_choice": named}))
+
+    assert openai_server.requests[0].body["tool_choice"] == named
+    with pytest.raises(UsageError, match="tool_choice"):
+        backend.complete(ask(tools=[REPL], options={"tool_choice": ["repl_exec"]}))

@@ -44,6 +44,7 @@ from scrollctx.errors import (
     BackendUnavailable,
     MissingCredentials,
     RateLimited,
+    RequestRejected,
     SandboxUnavailable,
     ScrollError,
     UsageError,
@@ -60,6 +61,7 @@ _INFRASTRUCTURE = frozenset(
         RateLimited,
         MissingCredentials,
         BackendError,
+        RequestRejected,
         SandboxUnavailable,
     )
 )

@@ -10,7 +10,9 @@ Invariants:
   test fails when a new SDK release adds one we do not map.
 - "Prompt too long" is recognised by the structured ``error.details.error_code`` or by HTTP 413
   (``ContentTooLargeError``), never by message text. A 429 for a reached spend limit is not
-  retried: waiting does not cure it.
+  retried: waiting does not cure it. A refused request is :class:`RequestRejected` with the
+  server's own message; Anthropic's 500 (``api_error``, its documented transient failure), 529
+  and the other 5xx are retried as :class:`BackendUnavailable`.
 - The original exception is always chained; messages pass through :func:`redact`.
 """
 
@@ -28,6 +30,7 @@ from scrollctx.errors import (
     MissingCredentials,
     MissingDependency,
     RateLimited,
+    RequestRejected,
 )
 
 from ._retry import parse_retry_after
@@ -71,13 +74,20 @@ def _detail(exc: Any) -> str:
     return f"{head}: {redact(text)}"
 
 
+def _refused(exc: Any, backend: str, hint: str) -> BackendError:
+    status = getattr(exc, "status_code", None)
+    said = getattr(exc, "api_message", None) or getattr(exc, "message", None) or str(exc)
+    return RequestRejected(
+        f"the {backend} server rejected the request: {redact(said)} "
+        f"(HTTP {status}; not retried: {hint})",
+        **_kwargs(exc, backend),
+    )
+
+
 def _rejected(exc: Any, backend: str) -> BackendError:
     if getattr(exc, "error_code", None) in _CONTEXT_CODES:
         return _too_long(exc, backend)
-    return BackendError(
-        f"{backend} rejected the request ({_detail(exc)}); check the model name and options",
-        **_kwargs(exc, backend),
-    )
+    return _refused(exc, backend, "check the model name, the options and --max-tokens")
 
 
 def _too_long(exc: Any, backend: str) -> BackendError:
@@ -96,11 +106,7 @@ def _auth(exc: Any, backend: str) -> BackendError:
 
 
 def _denied(exc: Any, backend: str) -> BackendError:
-    return BackendError(
-        f"{backend} denied the request ({_detail(exc)}); check the account, billing and model "
-        "access of this key",
-        **_kwargs(exc, backend),
-    )
+    return _refused(exc, backend, "check the account, billing and model access of this key")
 
 
 def _rate_limited(exc: Any, backend: str) -> BackendError:
@@ -135,10 +141,8 @@ def _generic(exc: Any, backend: str) -> BackendError:
 
 def _spend_limit(exc: Any, backend: str) -> BackendError:
     # a 429 that waiting will not cure: the account's spend limit is reached
-    return BackendError(
-        f"{backend} refused the request: the account's spend limit is reached "
-        f"({_detail(exc)}); raise the limit or use another key",
-        **_kwargs(exc, backend),
+    return _refused(
+        exc, backend, "the account's spend limit is reached: raise it or use another key"
     )
 
 

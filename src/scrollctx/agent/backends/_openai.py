@@ -12,6 +12,11 @@ Invariants:
   (``ToolCall.arguments_error``), never dropped or "repaired".
 - Only ``role``, ``content``, ``tool_calls``, ``tool_call_id`` and ``name`` of a message go on
   the wire; stored reasoning blocks stay local (several servers reject them as input).
+- Requests every server tested accepts (the quirks live in :func:`_wire_message` and
+  :func:`_reply_cap_key`, and docs/agent.md lists the servers): ``content`` is always a string
+  (``""`` beside tool calls; llama-cpp-python's server rejects ``null``), and a reply cap is
+  always sent (``max_tokens``; ``max_completion_tokens`` for the OpenAI API itself, whose
+  reasoning models refuse ``max_tokens``), so no request can generate without end.
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ SOURCE = EndpointSource(
 )
 # Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the SDK insists on one.
 _PLACEHOLDER_KEY = "no-key-needed"
+DEFAULT_MAX_TOKENS = 4096
+"""The reply cap sent when none is configured (the agent derives a smaller one from its budget)."""
+_OPENAI_API_HOST = "api.openai.com"
 _WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 
@@ -60,6 +68,9 @@ class OpenAIOptions(BackendOptions):
     chunk when streaming; turn it off for servers that reject ``stream_options``.
     ``send_reasoning`` sends stored ``reasoning_content`` back on assistant messages, for
     servers that want it during tool-call loops in thinking mode (DeepSeek, some Qwen hosts).
+    ``max_tokens`` caps each reply (``DEFAULT_MAX_TOKENS`` when unset); ``timeout`` is the
+    seconds one HTTP request may take. ``tool_choice`` is ``"auto"``, ``"required"``,
+    ``"none"`` or a named tool, ``{"type": "function", "function": {"name": "submit_answer"}}``.
     """
 
     temperature: float | None = None
@@ -68,7 +79,7 @@ class OpenAIOptions(BackendOptions):
     stop: tuple[str, ...] | None = None
     seed: int | None = None
     reasoning_effort: str | None = None
-    tool_choice: str | None = None
+    tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     extra_body: dict[str, Any] | None = None
     timeout: float = 120.0
@@ -157,9 +168,10 @@ class OpenAIBackend(Backend):
         body: dict[str, Any] = {"model": self.model, "messages": messages}
         if request.tools:
             body["tools"] = [tool.to_openai() for tool in request.tools]
-        for key in ("temperature", "top_p", "max_tokens", "seed", "reasoning_effort"):
+        for key in ("temperature", "top_p", "seed", "reasoning_effort"):
             if getattr(options, key) is not None:
                 body[key] = getattr(options, key)
+        body[_reply_cap_key(self._client)] = options.max_tokens or DEFAULT_MAX_TOKENS
         if options.stop:
             body["stop"] = list(options.stop)
         if request.tools and options.tool_choice is not None:
@@ -202,6 +214,12 @@ def _require_key(endpoint: Endpoint) -> None:
         )
 
 
+def _reply_cap_key(client: openai.OpenAI) -> str:
+    """The OpenAI API wants ``max_completion_tokens``; compatible servers know ``max_tokens``."""
+    host = client.base_url.host
+    return "max_completion_tokens" if host == _OPENAI_API_HOST else "max_tokens"
+
+
 def _summary(body: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k != "messages"} | {
         "messages": len(body.get("messages", ()))
@@ -222,7 +240,9 @@ def to_openai_messages(
 
 def _wire_message(message: Message, *, send_reasoning: bool) -> dict[str, Any]:
     wire = {key: message[key] for key in _WIRE_KEYS if key in message}  # type: ignore[literal-required]
-    if wire.get("content") is None and not wire.get("tool_calls"):
+    if wire.get("content") is None:
+        # Beside tool calls too: llama-cpp-python's server answers `null` with HTTP 500 (its
+        # schema wants a string), and OpenAI, vLLM, Ollama and llama.cpp accept "".
         wire["content"] = ""
     if send_reasoning:
         for block in message.get("reasoning") or []:

@@ -8,6 +8,9 @@ Invariants:
 - "Input too long" is recognised by the structured error ``code`` (``context_length_exceeded``,
   OpenAI and vLLM) or ``type`` (``exceed_context_size_error``, llama.cpp server), never by the
   message text.
+- Retried later (by :class:`RetryPolicy`) are only 429 (:class:`RateLimited`), 408, 502, 503,
+  504, 529, timeouts and connection failures (:class:`BackendUnavailable`). Every other 4xx
+  and 5xx is :class:`RequestRejected`: "the server rejected the request: <its message>".
 - The original exception is always chained; messages pass through :func:`redact`.
 """
 
@@ -26,6 +29,7 @@ from scrollctx.errors import (
     ContextTooLong,
     MissingCredentials,
     RateLimited,
+    RequestRejected,
 )
 
 from ._retry import parse_retry_after
@@ -35,6 +39,8 @@ __all__ = ["OPENAI_KEY_HELP", "RULES", "map_openai_errors"]
 
 _CONTEXT_CODES = frozenset({"context_length_exceeded"})
 _CONTEXT_TYPES = frozenset({"exceed_context_size_error"})
+# Statuses that say "not now" (gateway, overload, maintenance): worth waiting for.
+_UNAVAILABLE_STATUSES = frozenset({502, 503, 504, 529})
 OPENAI_KEY_HELP = (
     "set it with `export OPENAI_API_KEY=...` or `api_key` under [backends.openai] in "
     "<store>/config.toml; for a local server (vLLM, Ollama, llama.cpp) set "
@@ -50,6 +56,16 @@ def _detail(exc: openai.APIError) -> str:
     return f"{head}: {redact(exc.message)}"
 
 
+def _server_words(exc: openai.APIStatusError) -> str:
+    """The server's own message (the body's ``error.message`` when it sent one), redacted."""
+    body = exc.body
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(message, str) and isinstance(body, dict):
+        message = body.get("message") or body.get("detail")
+    return redact(message if isinstance(message, str) and message else exc.message)
+
+
 def _kwargs(exc: openai.OpenAIError, backend: str) -> dict[str, Any]:
     response = getattr(exc, "response", None)
     return {
@@ -63,17 +79,22 @@ def _is_context_error(exc: openai.APIStatusError) -> bool:
     return exc.code in _CONTEXT_CODES or exc.type in _CONTEXT_TYPES
 
 
+def _refused(exc: openai.APIStatusError, backend: str, hint: str) -> BackendError:
+    return RequestRejected(
+        f"the {backend} server rejected the request: {_server_words(exc)} "
+        f"(HTTP {exc.status_code}; not retried: {hint})",
+        **_kwargs(exc, backend),
+    )
+
+
 def _rejected(exc: openai.APIStatusError, backend: str) -> BackendError:
     if _is_context_error(exc):
         return ContextTooLong(
             f"{backend} rejected the request as longer than the model's context window "
-            f"({_detail(exc)}); shorten the conversation or lower max_tokens",
+            f"({_detail(exc)}); shorten the conversation or lower --max-tokens",
             **_kwargs(exc, backend),
         )
-    return BackendError(
-        f"{backend} rejected the request ({_detail(exc)}); check the model name and options",
-        **_kwargs(exc, backend),
-    )
+    return _refused(exc, backend, "check the model name, the options and --max-tokens")
 
 
 def _auth(exc: openai.APIStatusError, backend: str) -> BackendError:
@@ -84,18 +105,17 @@ def _auth(exc: openai.APIStatusError, backend: str) -> BackendError:
 
 
 def _forbidden(exc: openai.APIStatusError, backend: str) -> BackendError:
-    return BackendError(
-        f"{backend} denied access ({_detail(exc)}); the key works but may not use this model "
-        "or endpoint: pick another model or key",
-        **_kwargs(exc, backend),
+    return _refused(
+        exc, backend, "the key works but may not use this model or endpoint: pick another"
     )
 
 
 def _not_found(exc: openai.APIStatusError, backend: str) -> BackendError:
-    return BackendError(
-        f"{backend} has no such model or route ({_detail(exc)}); check the model name "
-        "(`--model openai:NAME`) and that OPENAI_BASE_URL ends in /v1",
-        **_kwargs(exc, backend),
+    return _refused(
+        exc,
+        backend,
+        "no such model or route: check the model name (`--model openai:NAME`) and that "
+        "the base URL ends in /v1",
     )
 
 
@@ -113,11 +133,24 @@ def _unavailable(exc: openai.APIError, backend: str) -> BackendError:
     )
 
 
+def _server_error(exc: openai.APIStatusError, backend: str) -> BackendError:
+    """5xx: only "unavailable" statuses are transient; another 5xx failed on this request.
+
+    Servers answer 500 for input they cannot take (llama-cpp-python's server does so for a
+    request its schema rejects), so resending the same request would fail the same way.
+    """
+    if exc.status_code in _UNAVAILABLE_STATUSES:
+        return _unavailable(exc, backend)
+    return _refused(exc, backend, "the server failed on this request; check its log")
+
+
 def _other_status(exc: openai.APIStatusError, backend: str) -> BackendError:
     if exc.status_code == 429:
         return _rate_limited(exc, backend)
-    if exc.status_code >= 500 or exc.status_code == 408:
+    if exc.status_code == 408:
         return _unavailable(exc, backend)
+    if exc.status_code >= 500:
+        return _server_error(exc, backend)
     return _rejected(exc, backend)
 
 
@@ -144,7 +177,7 @@ _RULE_NAMES: list[tuple[str, Translate]] = [
     ("ConflictError", _rejected),
     ("UnprocessableEntityError", _rejected),
     ("RateLimitError", _rate_limited),
-    ("InternalServerError", _unavailable),
+    ("InternalServerError", _server_error),
     ("APIStatusError", _other_status),
     ("APITimeoutError", _unavailable),
     ("APIConnectionError", _unavailable),

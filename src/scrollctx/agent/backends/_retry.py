@@ -8,11 +8,15 @@ Invariants:
 - At most ``max_attempts`` calls are made. A ``Retry-After`` the provider sent is honoured as
   given; one longer than ``max_delay`` ends the retries at once rather than blocking for it.
 - Waiting goes through an injected ``sleep`` so tests never wait.
+- Every wait is announced before it starts, as a WARNING on the ``scrollctx.retry`` logger
+  (what failed, how long the wait is, which attempt comes next): the CLI shows it on its live
+  line, and a library user sees it through :mod:`logging`.
 """
 
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
 import time
 from collections.abc import Callable
@@ -21,9 +25,11 @@ from typing import Any, TypeVar
 
 from scrollctx.errors import BackendUnavailable, RateLimited, UsageError
 
-__all__ = ["RetryPolicy", "call_with_retries", "parse_retry_after"]
+__all__ = ["RETRY_LOGGER", "RetryPolicy", "call_with_retries", "parse_retry_after"]
 
 T = TypeVar("T")
+RETRY_LOGGER = "scrollctx.retry"
+_log = logging.getLogger(RETRY_LOGGER)
 _RETRYABLE = (RateLimited, BackendUnavailable)
 
 
@@ -77,6 +83,13 @@ def call_with_retries(call: Callable[[], T], policy: RetryPolicy) -> T:
             wait = exc.retry_after if exc.retry_after is not None else policy.backoff(attempt)
             if attempt >= policy.max_attempts or wait > policy.max_delay:
                 raise _give_up(exc, attempt, wait, policy) from exc
+            _log.warning(
+                "%s; retrying in %.1f s (attempt %d of %d)",
+                exc,
+                wait,
+                attempt + 1,
+                policy.max_attempts,
+            )
             policy.sleep(wait)
             attempt += 1
 
