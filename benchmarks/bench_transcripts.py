@@ -5,7 +5,8 @@ Run: ``.venv/bin/python benchmarks/bench_transcripts.py [--repeats 5] [--lines 4
 1. Throughput: ``ingest_path`` imports the Claude Code fixtures, the Codex fixtures and (the
    baseline) the BEAM 100K tier, each into a fresh store, in alternating order, ``--repeats``
    times. Printed per input: events/s and MB/s of source file bytes (min / median / max over
-   the repeats), and the ratio of the medians to BEAM's.
+   the repeats), and the ratio of the medians to BEAM's. MB counts the imported files only
+   (BEAM's ``chat.json`` files, not its question and topic files).
 2. Watch latency: a real ``scroll watch`` process follows a folder while this script appends
    one Claude Code line at a time (each with a unique word) and polls the store's full-text
    index until the line's row is searchable; the time from the write to that moment, over
@@ -36,9 +37,12 @@ from scrollctx.log import EventLog
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def source_bytes(path: Path) -> int:
-    files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]
-    return sum(p.stat().st_size for p in files)
+IMPORTED = {"claude-code": "**/*.jsonl", "codex": "*.jsonl", "beam-100K": "*/chat.json"}
+"""The files of each input that are imported (BEAM's folders also hold questions and topics)."""
+
+
+def source_bytes(name: str, path: Path) -> int:
+    return sum(p.stat().st_size for p in path.glob(IMPORTED[name]))
 
 
 def import_once(path: Path, work: Path) -> tuple[int, float]:
@@ -59,7 +63,7 @@ def throughput(inputs: dict[str, Path], repeats: int, work: Path) -> dict[str, l
         for name, path in inputs.items():
             events, seconds = import_once(path, work)
             rates[f"{name} ev"].append(events / seconds)
-            rates[f"{name} mb"].append(source_bytes(path) / 1e6 / seconds)
+            rates[f"{name} mb"].append(source_bytes(name, path) / 1e6 / seconds)
     return rates
 
 
@@ -150,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, path in inputs.items():
             ev, mb = rates[f"{name} ev"], rates[f"{name} mb"]
             print(
-                f"  {name:<12} {source_bytes(path) / 1e6:6.2f} MB  "
+                f"  {name:<12} {source_bytes(name, path) / 1e6:6.2f} MB  "
                 f"{min(ev):8.0f} / {statistics.median(ev):8.0f} / {max(ev):8.0f} events/s  "
                 f"{min(mb):5.2f} / {statistics.median(mb):5.2f} / {max(mb):5.2f} MB/s"
             )
