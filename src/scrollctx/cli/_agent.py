@@ -33,7 +33,7 @@ from scrollctx.agent import (
     RunStarted,
     ToolStep,
 )
-from scrollctx.cli._app import json_option, store_option, terminal_safe, warn
+from scrollctx.cli._app import echo, emit, json_option, store_option, terminal_safe, warn
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
 from scrollctx.kernel import PROFILES
@@ -199,7 +199,7 @@ def _result(finished: RunFinished, as_json: bool) -> int:
             "trace_path": str(finished.trace_path) if finished.trace_path else None,
             "metrics": finished.metrics.to_dict(),
         }
-        click.echo(json.dumps(document, ensure_ascii=False))
+        emit(document, as_json=True, human=str)
     elif finished.answer is not None:
         _echo_answer(finished.answer)
     return 0 if finished.ok else 1
@@ -207,7 +207,7 @@ def _result(finished: RunFinished, as_json: bool) -> int:
 
 def _echo_answer(answer: str) -> None:
     """Print an answer on stdout; on a terminal, escape control characters the model wrote."""
-    click.echo(terminal_safe(answer, is_terminal=sys.stdout.isatty()))
+    echo(answer)
 
 
 @click.command(name="run")
@@ -307,7 +307,7 @@ def _messages() -> Iterator[str]:
     interactive = sys.stdin.isatty()
     while True:
         if interactive:
-            click.echo("you> ", nl=False, err=True)
+            echo("you> ", err=True, nl=False)
         line = sys.stdin.readline()
         if not line:
             return

@@ -3,15 +3,22 @@
 Exit codes are decided in one place, :func:`invoke`, from ``ScrollError.exit_code``: 0 success
 (including "no results"), 1 operational error, 2 usage or configuration error, 3 integrity
 problem in a store, 130 interrupted. A broken pipe exits quietly.
+
+Every command writes through :func:`emit`, :func:`echo` and :func:`warn` (a test refuses
+``click.echo`` or ``print`` anywhere else under ``cli/``): on a terminal they show untrusted
+characters escaped (:func:`terminal_safe`), so logged cell output, imported transcripts and model
+text can never drive the user's terminal; piped output stays exact.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -22,6 +29,7 @@ from scrollctx.errors import ScrollError
 
 __all__ = [
     "LazyGroup",
+    "echo",
     "emit",
     "invoke",
     "json_option",
@@ -33,7 +41,13 @@ __all__ = [
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+"""Controls, format characters (bidi controls and isolates, zero-width characters, the BOM, tag
+characters, invisible operators), line and paragraph separators, and lone surrogates."""
+_KEPT = frozenset("\n\t")
+# Planes 4-13 are unassigned and planes 15-16 private use: every character of the categories
+# above lies in planes 0-3 or 14.
+_PLANES = (range(0x40000), range(0xE0000, 0xF0000))
 
 
 class LazyGroup(click.Group):
@@ -102,29 +116,79 @@ def json_option(func: F) -> F:
 
 
 def emit(data: Any, *, as_json: bool, human: Callable[[Any], str]) -> None:
-    """Print ``data`` as JSON or through its human renderer; stdout carries data only."""
+    """Print ``data`` as JSON or through its human renderer; stdout carries data only.
+
+    On a terminal both are made safe: the human text by :func:`terminal_safe`, the JSON by
+    writing those characters as JSON escapes (the document still parses to the same data).
+    """
     if as_json:
-        click.echo(json.dumps(data, ensure_ascii=False, default=str))
+        text = json.dumps(data, ensure_ascii=False, default=str)
+        click.echo(_json_safe(text) if sys.stdout.isatty() else text)
     else:
         text = human(data)
         if text:
-            click.echo(text)
+            echo(text)
+
+
+def echo(text: str, *, err: bool = False, nl: bool = True) -> None:
+    """Print text to stdout (stderr with ``err``), escaped by :func:`terminal_safe` on a tty."""
+    stream = sys.stderr if err else sys.stdout
+    click.echo(terminal_safe(text, is_terminal=stream.isatty()), err=err, nl=nl)
 
 
 def terminal_safe(text: str, *, is_terminal: bool) -> str:
-    """Escape control characters (but newline and tab) in text bound for a terminal.
+    """Escape characters that could drive or deceive a terminal, in text bound for one.
 
-    Cell output and model text are untrusted: an escape sequence could retitle the window,
-    write the clipboard or hide text. Piped output keeps the exact text.
+    Cell output, logged history and model text are untrusted: an escape sequence could retitle
+    the window or write the clipboard (OSC 52), a bidi control could reorder what is shown, a
+    zero-width character hide text. Every character of Unicode category Cc (but newline and
+    tab), Cf, Zl, Zp or Cs is shown as ``\\x1b``, ``\\u202e`` or ``\\U000e0041``. Piped output
+    keeps the exact text.
     """
     if not is_terminal:
         return text
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _unsafe_characters().sub(lambda m: _escape(m.group()), text)
 
 
 def warn(message: str) -> None:
-    """Write a warning to stderr (never stdout)."""
-    click.echo(message, err=True)
+    """Write a warning to stderr (never stdout), escaped on a terminal."""
+    echo(message, err=True)
+
+
+@functools.cache
+def _unsafe_characters() -> re.Pattern[str]:
+    """The character class of every unsafe character, built once from the Unicode database."""
+    ranges: list[list[int]] = []
+    for plane in _PLANES:
+        for code in plane:
+            char = chr(code)
+            if char in _KEPT or unicodedata.category(char) not in _UNSAFE_CATEGORIES:
+                continue
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges) + "]")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _json_safe(text: str) -> str:
+    """Write the unsafe characters of a JSON document as JSON escapes (they only occur inside
+    strings, the structure being ASCII), so it decodes to exactly the same value."""
+    return _unsafe_characters().sub(lambda m: _json_escape(ord(m.group())), text)
+
+
+def _json_escape(code: int) -> str:
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def invoke(group: click.Group, args: Sequence[str] | None = None) -> int:
@@ -159,10 +223,12 @@ def invoke(group: click.Group, args: Sequence[str] | None = None) -> int:
 
 
 def _fail(kind: str, message: str, code: int, as_json: bool) -> int:
+    # The message may quote untrusted text (a query, a path, a model's reply): JSON escapes
+    # every control character, and ensure_ascii the rest.
     if as_json:
         click.echo(json.dumps({"error": {"type": kind, "message": message}}), err=True)
     else:
-        click.echo(f"Error: {message}", err=True)
+        warn(f"Error: {message}")
     return code
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from scrollctx.cli._app import LazyGroup, emit, json_option
+from scrollctx.cli._app import LazyGroup, emit, json_option, warn
 from scrollctx.cli._data import data_root
 
 __all__ = ["bench"]
@@ -171,4 +171,4 @@ def _command_line(
 
 
 def _progress(message: str) -> None:
-    click.echo(message, err=True)
+    warn(message)

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from scrollctx.cli._app import emit, json_option
+from scrollctx.cli._app import emit, json_option, warn
 from scrollctx.cli._data import data_root
 from scrollctx.config import resolve_config
 from scrollctx.errors import UsageError
@@ -283,7 +283,7 @@ def _questions(
 def _progress(record: dict[str, Any]) -> None:
     scores = " ".join(f"{k}={v:.2f}" for k, v in (record.get("scores") or {}).items())
     tail = record.get("error") or scores or record.get("status")
-    click.echo(f"{record['system']} {record['qid']}: {record['status']} {tail}", err=True)
+    warn(f"{record['system']} {record['qid']}: {record['status']} {tail}")
 
 
 def _render_runs(summaries: list[dict[str, Any]]) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from scrollctx.cli._app import emit, json_option, store_option, terminal_safe, warn
+from scrollctx.cli._app import echo, emit, json_option, store_option, warn
 from scrollctx.config import Config
 from scrollctx.ingest import (
     FORMATS,
@@ -73,7 +73,7 @@ def ingest(paths: tuple[Path, ...], format_: str, embed: bool, config: Config, j
                 reports.append(report)
                 _warn_problems(report)
                 if not json_:
-                    click.echo(_describe(report))
+                    echo(_describe(report))
             if encoder is not None:
                 _embed(log, encoder, quiet=json_)
         finally:
@@ -92,7 +92,7 @@ def _embed(log: EventLog, encoder: Any, *, quiet: bool) -> None:
 
     report = embed_pending(log, encoder)
     if not quiet:
-        click.echo(f"embedded {report.rows} rows ({report.vectors} vectors, {report.model})")
+        echo(f"embedded {report.rows} rows ({report.vectors} vectors, {report.model})")
 
 
 def _describe(report: IngestReport) -> str:
@@ -112,12 +112,12 @@ def _describe(report: IngestReport) -> str:
         lines.append(f"  records skipped: {counts}")
     if report.files_unrecognised:
         lines.append(f"  files in no known format: {report.files_unrecognised}")
-    return terminal_safe("\n".join(lines), is_terminal=sys.stdout.isatty())
+    return "\n".join(lines)
 
 
 def _warn_problems(report: IngestReport) -> None:
     for problem in report.problems:
-        warn(terminal_safe(f"warning: {problem}", is_terminal=sys.stderr.isatty()))
+        warn(f"warning: {problem}")
     hidden = sum(report.records_skipped.values()) - len(report.problems)
     if len(report.problems) >= MAX_PROBLEMS and hidden > 0:
         warn("warning: more records were skipped than shown; see records_skipped in --json")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from scrollctx.cli._app import emit, json_option, store_option, terminal_safe
+from scrollctx.cli._app import echo, emit, json_option, store_option
 from scrollctx.config import Config
 from scrollctx.errors import SandboxUnavailable, StoreError, UsageError
 from scrollctx.kernel import LAYERS, PROFILES, DoctorReport, Kernel, SandboxPolicy, doctor
@@ -93,7 +93,7 @@ def exec_cell(
                         scratch=scratch, sandbox=policy, timeout=timeout)  # fmt: skip
         with kernel:
             result = kernel.run_cell(source)
-    click.echo(terminal_safe(render(result), is_terminal=sys.stdout.isatty()))
+    echo(render(result))
     if result.refused and kernel.status is not None:
         raise SandboxUnavailable(
             "the cell was refused: required sandbox layer(s) "

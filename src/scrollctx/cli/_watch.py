@@ -8,7 +8,6 @@ catches up, reports and exits 0.
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -19,7 +18,7 @@ from types import FrameType
 
 import click
 
-from scrollctx.cli._app import json_option, store_option, terminal_safe, warn
+from scrollctx.cli._app import echo, emit, json_option, store_option, warn
 from scrollctx.cli._ingest import format_option
 from scrollctx.config import Config
 from scrollctx.ingest import SyncReport, Watcher
@@ -79,12 +78,12 @@ def _stop_on(stop: threading.Event) -> Callable[[int, FrameType | None], None]:
 
 def _show(report: SyncReport, as_json: bool) -> None:
     for problem in report.problems:
-        warn(terminal_safe(f"warning: {problem}", is_terminal=sys.stderr.isatty()))
+        warn(f"warning: {problem}")
     if as_json:
-        click.echo(json.dumps(asdict(report), ensure_ascii=False), nl=True)
+        emit(asdict(report), as_json=True, human=str)
         sys.stdout.flush()
         return
     for path, added in sorted(report.added_by_file.items()):
         line = f"{path}: {added} events added"
-        click.echo(terminal_safe(line, is_terminal=sys.stdout.isatty()))
+        echo(line)
     sys.stdout.flush()
