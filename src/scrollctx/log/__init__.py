@@ -3,6 +3,7 @@
 from scrollctx.log._base import EventStore
 from scrollctx.log._check import Damage, StoreCheck, check_store
 from scrollctx.log._events import Event, Kind, NewEvent, utc_now_iso
+from scrollctx.log._failures import known_failure
 from scrollctx.log._integrity import (
     CHECKSUM_COLUMNS,
     event_checksum,
@@ -44,6 +45,7 @@ __all__ = [
     "extractive_label",
     "fetch_rows",
     "is_undecodable",
+    "known_failure",
     "open_store",
     "split_prose_code",
     "stored_checksum",

@@ -4,7 +4,8 @@ A payload is written (temp file, fsync, atomic rename) *before* the row that ref
 committed, so a committed row never points at a file that was not fully written. Files are named
 by the sha256 of their bytes, so writing the same payload twice stores it once. A file deleted
 behind the log's back is reported as :class:`~scrollctx.errors.PayloadMissing`, never as an
-empty result.
+empty result; a full disk as a :class:`~scrollctx.errors.StoreError` saying so (the append
+that needed the file then writes nothing).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from scrollctx.errors import PayloadMissing
 from scrollctx.log._events import Event
+from scrollctx.log._failures import payload_write_error
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -66,16 +68,21 @@ class PayloadStore:
         target = self.path_for(digest)
         if target.exists():
             return digest
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        except OSError as exc:
+            raise payload_write_error(self.root, len(data), exc) from exc
         try:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise payload_write_error(self.root, len(data), exc) from exc
             raise
         return digest
 

@@ -14,11 +14,18 @@ Invariants:
 - Appends carrying a ``dedup_key`` are idempotent per ``(session_id, dedup_key)``: a repeat
   returns the seq of the first.
 - A file that is not a healthy scrollctx store raises :class:`IntegrityError`; it is never
-  replaced or "repaired" silently.
+  replaced or "repaired" silently. Every row is verified against its checksum when read.
+- A full disk fails the append as a :class:`StoreError` that says so; nothing of that batch is
+  written and nothing committed before it is touched.
+- A ``-wal`` deleted while the log is open is noticed at the next write: every commit the
+  deleted file still holds (this connection keeps it open) is copied into the database by a
+  checkpoint, and the connection is reopened on a fresh ``-wal``, before anything else is
+  written. Other connections meanwhile get a :class:`StoreError` explaining it (``_failures``).
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -29,6 +36,7 @@ from typing import Any
 
 from scrollctx.errors import IntegrityError, StoreError, UsageError
 from scrollctx.log._events import Event, NewEvent
+from scrollctx.log._failures import file_identity, known_failure, store_error
 from scrollctx.log._integrity import fetch_rows, stored_checksum, verify_event
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
@@ -44,6 +52,8 @@ from scrollctx.log._text import split_prose_code
 
 __all__ = ["EventLog"]
 
+logger = logging.getLogger(__name__)
+
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _INDEX_NEW_ROWS = """
 INSERT INTO conversation_history_fts(rowid, prose, code, headline)
@@ -51,8 +61,6 @@ SELECT seq, prose, code, headline FROM conversation_history_text WHERE seq > ?
 """
 _SQLITE_BUSY = 5
 _SQLITE_LOCKED = 6
-_SQLITE_CORRUPT = 11
-_SQLITE_NOTADB = 26
 _STORED = (*COLUMNS, "prose", "code")
 """What an append inserts, in order; ``seq`` comes from the database, ``checksum`` last."""
 _SESSION, _DEDUP_KEY = _STORED.index("session_id"), _STORED.index("dedup_key")
@@ -81,8 +89,12 @@ class EventLog:
         payloads: PayloadStore,
         *,
         payload_threshold: int = DEFAULT_THRESHOLD,
+        lock_timeout: float = 30.0,
     ) -> None:
         self._conn = conn
+        self._lock_timeout = lock_timeout
+        self._wal_path = path.with_name(path.name + "-wal")
+        self._wal_id = file_identity(self._wal_path)
         self.path = path
         self.payloads = payloads
         self.payload_threshold = payload_threshold
@@ -136,7 +148,9 @@ class EventLog:
                 if _is_busy(exc)
                 else "check that the folder and file are writable"
             )
-            raise StoreError(f"cannot open {path}: {exc}; {hint}") from exc
+            raise known_failure(path, "open", exc) or StoreError(
+                f"cannot open {path}: {exc}; {hint}"
+            ) from exc
         except sqlite3.DatabaseError as exc:
             raise IntegrityError(
                 f"{path} is not a usable Event Log: {exc}", path=str(path)
@@ -150,12 +164,13 @@ class EventLog:
                 path,
                 PayloadStore(Path(payload_dir) if payload_dir else path.parent / "payloads"),
                 payload_threshold=payload_threshold,
+                lock_timeout=lock_timeout,
             )
             if verify:
                 log.check()
         except sqlite3.DatabaseError as exc:
             conn.close()
-            raise IntegrityError(
+            raise known_failure(path, "open", exc) or IntegrityError(
                 f"{path} is not a usable Event Log: {exc}", path=str(path)
             ) from exc
         except BaseException:
@@ -192,6 +207,7 @@ class EventLog:
         """
         with self._lock:
             if self._depth == 0:
+                self._keep_wal()
                 self._conn.execute("BEGIN IMMEDIATE")
             else:
                 self._conn.execute(f"SAVEPOINT sp{self._depth}")
@@ -210,6 +226,38 @@ class EventLog:
             self._depth -= 1
             self._conn.execute("COMMIT" if self._depth == 0 else f"RELEASE sp{self._depth}")
 
+    def _keep_wal(self) -> None:
+        """Notice a ``-wal`` deleted or replaced under this open log, and save what it held.
+
+        Called before every write transaction, so nothing new is ever committed into a deleted
+        file; the commits it already holds stay safe while this process lives.
+        """
+        current = file_identity(self._wal_path)
+        if current != self._wal_id and self._wal_id is not None:
+            self._save_deleted_wal()
+            current = file_identity(self._wal_path)
+        self._wal_id = current
+
+    def _save_deleted_wal(self) -> None:
+        # This connection still holds the deleted file open, with every commit since the last
+        # checkpoint in it: a TRUNCATE checkpoint through it copies them all into the database
+        # (fsynced). Then reopen, so later writes go to a -wal that other connections see.
+        busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy or copied < frames:
+            raise StoreError(
+                f"{self._wal_path.name} was deleted while {self.path} was open, and "
+                f"{frames - copied} pages of recent commits could not be copied back yet: "
+                "another connection is reading. Nothing was written now and nothing is lost "
+                "while this process lives; close the other readers and retry"
+            )
+        self._conn.close()
+        self._conn = _connect(self.path, self._lock_timeout)
+        logger.warning(
+            "%s was deleted while %s was open; the %d pages of recent commits it held were "
+            "copied into the database and a new one was started: nothing was lost",
+            self._wal_path.name, self.path, frames,
+        )  # fmt: skip
+
     # -- writing ---------------------------------------------------------------------------
 
     def append(self, event: NewEvent) -> int:
@@ -223,7 +271,7 @@ class EventLog:
             with self.atomic() as conn:
                 return self._insert_batch(conn, rows)
         except sqlite3.DatabaseError as exc:
-            raise _store_error(self.path, "append", exc) from exc
+            raise store_error(self.path, "append", exc) from exc
 
     def import_events(self, events: Sequence[Event]) -> None:
         """Insert events that already have their seqs (a store copy, a replica), atomically.
@@ -250,7 +298,7 @@ class EventLog:
                 if self.has_fts5 and rows:
                     conn.execute(_INDEX_NEW_ROWS, (before,))
         except sqlite3.DatabaseError as exc:
-            raise _store_error(self.path, "import", exc) from exc
+            raise store_error(self.path, "import", exc) from exc
 
     def _prepare(self, event: NewEvent) -> tuple[Any, ...]:
         return _values(new_row(event, self.payloads, self.payload_threshold))
@@ -321,7 +369,7 @@ class EventLog:
                     (model, dim, through_seq),
                 )
         except sqlite3.DatabaseError as exc:
-            raise _store_error(self.path, "append_embeddings", exc) from exc
+            raise store_error(self.path, "append_embeddings", exc) from exc
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -379,14 +427,14 @@ class EventLog:
         try:
             return list(self._conn.execute(sql, params))
         except sqlite3.DatabaseError as exc:
-            raise _store_error(self.path, "read", exc) from exc
+            raise store_error(self.path, "read", exc) from exc
 
     def _select(self, where: str, params: Sequence[Any], *, limit: int = -1) -> list[Event]:
         sql = f"SELECT * FROM conversation_history WHERE {where} ORDER BY seq LIMIT ?"
         try:
             rows = fetch_rows(self._conn, sql, (*params, limit))
         except sqlite3.DatabaseError as exc:
-            raise _store_error(self.path, "read", exc) from exc
+            raise store_error(self.path, "read", exc) from exc
         for row in rows:
             verify_event(row, path=self.path)
         return [Event.from_row(row) for row in rows]
@@ -487,10 +535,3 @@ def _reject_foreign(conn: sqlite3.Connection, path: Path) -> None:
             f"(tables: {', '.join(sorted(tables)[:5])}); point --store at another folder",
             path=str(path),
         )
-
-
-def _store_error(path: Path, action: str, exc: sqlite3.DatabaseError) -> StoreError:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None and (code & 0xFF) in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
-        return IntegrityError(f"{path} is corrupt ({action} failed: {exc})", path=str(path))
-    return StoreError(f"{action} on {path} failed: {exc}")

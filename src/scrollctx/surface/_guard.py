@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from scrollctx.errors import IntegrityError, StoreError
+from scrollctx.log import known_failure
 
 __all__ = ["BudgetExceeded", "Deadline", "connect_read_only"]
 
@@ -155,6 +156,9 @@ def connect_read_only(db_path: Path, deadline: Deadline) -> sqlite3.Connection:
         conn.execute("PRAGMA query_only = 1")
     except sqlite3.DatabaseError as exc:
         conn.close()
+        failure = known_failure(db_path, "opening read-only", exc)
+        if failure is not None and not isinstance(failure, IntegrityError):
+            raise failure from exc
         if isinstance(exc, sqlite3.OperationalError):
             raise StoreError(f"cannot open {db_path} read-only: {exc}") from exc
         raise IntegrityError(

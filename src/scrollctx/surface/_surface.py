@@ -28,6 +28,7 @@ from scrollctx.log import (
     PayloadStore,
     fetch_rows,
     is_undecodable,
+    known_failure,
     tolerant_text,
     verify_event,
 )
@@ -202,7 +203,10 @@ class MemorySurface:
             hits = self._searcher.search(query, filters, options)
         except sqlite3.OperationalError as exc:
             if not is_undecodable(exc):
-                raise
+                failure = known_failure(self._db_path, "search", exc)
+                if failure is None:
+                    raise
+                raise failure from exc
             with tolerant_text(self._conn):  # a damaged row: find it, so _verify names it
                 hits = self._searcher.search(query, filters, options)
         self._verify([hit["seq"] for hit in hits])
@@ -509,6 +513,9 @@ class MemorySurface:
     def _raise_unless_timeout(self, exc: sqlite3.DatabaseError, sql: str) -> None:
         if self._deadline.expired:
             return
+        failure = known_failure(self._db_path, "ms read", exc)
+        if failure is not None and not isinstance(failure, IntegrityError):
+            raise failure from exc  # a full disk, a deleted -wal: the store, not the query
         if (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _DAMAGED:
             raise IntegrityError(
                 f"{self._db_path} is damaged ({exc}); the query is not at fault. Restore the "
