@@ -1,9 +1,15 @@
 """Hostile cells: each attack must fail inside the worker while the host and the log stay whole.
 
-Every test runs the attack in a real sandboxed worker (strict profile), then checks that the
-host still works (a plain cell runs) and that the Event Log passes ``quick_check`` and is byte for
-byte what it was (rows, last seq, the database and WAL files' sha256). Attacks that cost the
-worker its life check instead that only the kernel's own restart notice was appended.
+Every test runs the attack in a real sandboxed worker, then checks that the host still works (a
+plain cell runs) and that the Event Log passes ``quick_check`` and is byte for byte what it was
+(rows, last seq, the database and WAL files' sha256). Attacks that cost the worker its life check
+instead that only the kernel's own restart notice was appended.
+
+Attacks on what the sandbox confines (files, processes, signals, syscalls, ``/proc``, the store)
+run under every variant of ``sandbox_variant``: strict with the Landlock ABI capped at 1 … 7, and
+best-effort without Landlock; they use the ``hostile`` and ``hostile_own`` fixtures. Attacks on
+what no Landlock ABI changes (timeouts and kills, the frame protocol, output and memory caps, the
+tool bridge's bounds) run once, under the default strict sandbox (``shared`` and ``own``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kernel_helpers import (
@@ -28,8 +35,10 @@ from kernel_helpers import (
     snapshot,
 )
 
+from conftest import SandboxVariant
 from needs import missing
 from scrollctx.kernel import CellResult, Kernel, Limits, SandboxPolicy, render_observation
+from scrollctx.kernel._namespace import store_files, worker_reads
 from scrollctx.kernel._quota import written_bytes
 from scrollctx.log import Kind, NewEvent
 
@@ -55,96 +64,142 @@ def assert_only_restart_logged(session: Session, before: LogSnapshot) -> None:
     assert session.kernel.run_cell("print('host ok')").stdout == "host ok\n"
 
 
+_ATTEMPT = (
+    "import errno, os\n"
+    "def attempt(action):  # 'DONE', or the name of the errno that stopped it\n"
+    "    try:\n        action()\n        return 'DONE'\n"
+    "    except OSError as exc:\n        return errno.errorcode.get(exc.errno, str(exc.errno))\n"
+)
+REFUSED = {"EACCES", "EPERM", "EROFS"}
+"""What stops a write outside scratch: Landlock (EACCES), seccomp (EPERM), read-only binds."""
+HIDDEN = {"EACCES", "ENOENT"}
+"""What stops a read of something the worker must not see: Landlock, or its absence there."""
+
+
+def outcomes(result: CellResult) -> Any:
+    """The Python value a cell printed (a list or dict of attempt outcomes)."""
+    assert result.error is None, result.error
+    return eval(result.stdout)  # noqa: S307 - printed by the cell, on the test's own terms
+
+
+def sandbox_skeleton(kernel: Kernel, folder: str) -> set[str]:
+    """The names a folder outside the worker's mounts may show in its mount namespace: only
+    the path components that lead to its own binds (the interpreter, the log, scratch)."""
+    mounts = [*worker_reads(kernel.python, store_files(str(kernel.db_path))), str(kernel.scratch)]
+    return {m[len(folder) + 1 :].split("/")[0] for m in mounts if m.startswith(folder + "/")}
+
+
+_LOOK = _ATTEMPT + (
+    "def look(path):  # a folder's names, 'READ' for a file, or the errno that stopped it\n"
+    "    try:\n"
+    "        if os.path.isdir(path):\n            return sorted(os.listdir(path))\n"
+    "        return open(path).read(0) + 'READ'\n"
+    "    except OSError as exc:\n        return errno.errorcode.get(exc.errno, str(exc.errno))\n"
+)
+
+
+def assert_unseen(kernel: Kernel, seen: dict[str, Any]) -> None:
+    """Each path was hidden or refused; a folder may show no more than the sandbox skeleton."""
+    for path, outcome in seen.items():
+        if isinstance(outcome, list):
+            assert set(outcome) <= sandbox_skeleton(kernel, path), (path, outcome)
+        else:
+            assert outcome in HIDDEN, (path, outcome)
+
+
 def _denied(result: CellResult, error: str = "PermissionError") -> None:
     assert result.error is not None, result.stdout
     assert result.error.splitlines()[-1].startswith(error), result.error
 
 
 @pytest.mark.parametrize("kind", ["SOCK_STREAM", "SOCK_DGRAM"])
-def test_open_tcp_or_udp_socket(shared: Session, kind: str) -> None:
-    result, before = attack(shared, f"import socket\nsocket.socket(socket.AF_INET, socket.{kind})")
+def test_open_tcp_or_udp_socket(hostile: Session, kind: str) -> None:
+    result, before = attack(hostile, f"import socket\nsocket.socket(socket.AF_INET, socket.{kind})")
     _denied(result)
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_connect_to_a_loopback_service_started_by_the_test(shared: Session) -> None:
+def test_connect_to_a_loopback_service_started_by_the_test(hostile: Session) -> None:
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
         result, before = attack(
-            shared,
+            hostile,
             f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)",
         )
         _denied(result)
         server.setblocking(False)
         with pytest.raises(BlockingIOError):
             server.accept()  # nobody connected
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_write_a_file_outside_scratch(shared: Session) -> None:
-    targets = [shared.log.path.parent / "planted.txt", shared.root / "planted.txt"]
-    cell = "\n".join(
-        f"try:\n    open({str(t)!r}, 'w').write('x')\nexcept PermissionError as e:\n"
-        f"    print('denied', e.errno)"
-        for t in [*targets, Path("/tmp/scroll-planted.txt")]
+def test_write_a_file_outside_scratch(hostile: Session) -> None:
+    targets = [hostile.log.path.parent / "planted.txt", hostile.root / "planted.txt"]
+    targets += [Path("/tmp/scroll-planted.txt"), Path("/dev/scroll-planted")]
+    paths = [str(t) for t in targets]
+    cell = _ATTEMPT + f"print([attempt(lambda p=p: open(p, 'w').write('x')) for p in {paths!r}])"
+    result, before = attack(hostile, cell)
+    assert set(outcomes(result)) <= REFUSED | {"ENOENT"}, result.stdout
+    assert not any(t.exists() for t in targets)
+    inside = hostile.kernel.run_cell("open('notes.txt', 'w').write('mine')")
+    assert inside.ok and (hostile.root / "scratch" / "notes.txt").read_text() == "mine"
+    assert_host_unharmed(hostile, before)
+
+
+def test_delete_a_file_outside_scratch(hostile: Session) -> None:
+    victim = str(hostile.log.path.parent / "victim.txt")
+    Path(victim).write_text("keep me")
+    cell = _ATTEMPT + (
+        f"print([attempt(lambda: os.remove({victim!r})),"
+        f" attempt(lambda: os.rename({victim!r}, 'stolen.txt'))])"
     )
-    result, before = attack(shared, cell)
-    assert result.stdout == "denied 13\n" * 3
-    assert not any(t.exists() for t in targets) and not Path("/tmp/scroll-planted.txt").exists()
-    inside = shared.kernel.run_cell("open('notes.txt', 'w').write('mine')")
-    assert inside.ok and (shared.root / "scratch" / "notes.txt").read_text() == "mine"
-    assert_host_unharmed(shared, before)
+    result, before = attack(hostile, cell)
+    assert set(outcomes(result)) <= REFUSED | {"ENOENT", "EXDEV"}, result.stdout
+    assert Path(victim).read_text() == "keep me"
+    assert_host_unharmed(hostile, before)
 
 
-def test_delete_a_file_outside_scratch(shared: Session) -> None:
-    victim = shared.log.path.parent / "victim.txt"
-    victim.write_text("keep me")
-    result, before = attack(shared, f"import os\nos.remove({str(victim)!r})")
-    _denied(result)
-    assert victim.read_text() == "keep me"
-    rename = shared.kernel.run_cell(f"import os\nos.rename({str(victim)!r}, 'stolen.txt')")
-    _denied(rename)
-    assert_host_unharmed(shared, before)
-
-
-def test_write_the_event_log_or_its_wal(shared: Session) -> None:
-    db = str(shared.log.path)
-    cell = (
-        f"import os\nout = []\nfor path, mode in [({db!r}, 'r+b'), ({db + '-wal'!r}, 'ab'),"
-        f" ({db + '-shm'!r}, 'r+b')]:\n"
-        "    try:\n        open(path, mode).write(b'garbage')\n        out.append('WROTE')\n"
-        "    except PermissionError:\n        out.append('denied')\n"
-        f"try:\n    os.truncate({db!r}, 0)\nexcept PermissionError:\n    out.append('denied')\n"
-        f"try:\n    os.link({db!r}, 'copy.db')\nexcept OSError as e:\n    out.append(e.errno)\n"
-        "for fd in range(3, 64):\n"
-        "    try:\n        os.write(fd, b'x') if os.fstat(fd).st_ino in inos else None\n"
-        "    except OSError as e:\n        out.append(e.errno)\n"
+def test_write_the_event_log_or_its_wal(hostile: Session) -> None:
+    # Attack 1 at ABI <= 2 (Landlock does not control truncation there) is stopped by the
+    # read-only bind of the log's files in the worker's mount namespace.
+    db = str(hostile.log.path)
+    inos = {os.stat(db + s).st_ino for s in ("", "-wal", "-shm")}
+    cell = _ATTEMPT + (
+        f"db = {db!r}\nout = {{\n"
+        "    'db': attempt(lambda: open(db, 'r+b').write(b'garbage')),\n"
+        "    'wal': attempt(lambda: open(db + '-wal', 'ab').write(b'garbage')),\n"
+        "    'shm': attempt(lambda: open(db + '-shm', 'r+b').write(b'garbage')),\n"
+        "    'truncate': attempt(lambda: os.truncate(db, 0)),\n"
+        "    'truncate_wal': attempt(lambda: os.truncate(db + '-wal', 0)),\n"
+        "    'link': attempt(lambda: os.link(db, 'copy.db')),\n}\n"
+        "fds = [fd for fd in range(3, 64) if attempt(lambda fd=fd: os.fstat(fd)) == 'DONE']\n"
+        f"held = [fd for fd in fds if os.fstat(fd).st_ino in {inos!r}]\n"
+        "out['fds'] = sorted({attempt(lambda fd=fd: os.write(fd, b'x')) for fd in held})\n"
         "print(out)"
     )
-    inos = {os.stat(db + s).st_ino for s in ("", "-wal", "-shm")}
-    result, before = attack(shared, f"inos = {inos!r}\n" + cell)
-    assert result.ok, result.error
-    assert "WROTE" not in result.stdout
-    assert result.stdout.startswith("['denied', 'denied', 'denied', 'denied', 18")  # EXDEV
-    assert not (shared.root / "scratch" / "copy.db").exists()
-    assert_host_unharmed(shared, before)
+    result, before = attack(hostile, cell)
+    out = outcomes(result)
+    assert {out.pop("link"), out.pop("fds") and "EBADF"} <= {"EXDEV", "EBADF"}, result.stdout
+    assert set(out.values()) <= REFUSED, result.stdout
+    assert not (hostile.root / "scratch" / "copy.db").exists()
+    assert_host_unharmed(hostile, before)
 
 
-def test_attach_the_log_read_write(shared: Session) -> None:
-    db = str(shared.log.path)
+def test_attach_the_log_read_write(hostile: Session) -> None:
+    db = str(hostile.log.path)
     cell = (
         "import sqlite3\nconn = sqlite3.connect(':memory:')\n"
         f"conn.execute(\"ATTACH 'file:{db}?mode=rw' AS w\")\n"
         'conn.execute("INSERT INTO w.conversation_history (session_id, kind, content) '
         "VALUES ('x', 'user_message', 'forged')\")\nconn.commit()"
     )
-    result, before = attack(shared, cell)
+    result, before = attack(hostile, cell)
     assert result.error is not None and "OperationalError" in result.error
-    direct = shared.kernel.run_cell(
+    direct = hostile.kernel.run_cell(
         f"import sqlite3\nsqlite3.connect({db!r}).execute('DELETE FROM _meta')"
     )
     assert direct.error is not None and "readonly database" in direct.error
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
 @pytest.mark.parametrize(
@@ -157,43 +212,43 @@ def test_attach_the_log_read_write(shared: Session) -> None:
     ],
     ids=["subprocess", "fork", "posix_spawn", "execv"],
 )
-def test_spawn_a_process(shared: Session, cell: str) -> None:
-    result, before = attack(shared, cell)
+def test_spawn_a_process(hostile: Session, cell: str) -> None:
+    result, before = attack(hostile, cell)
     _denied(result)
-    assert not (shared.root / "scratch" / "spawned").exists()
-    assert_host_unharmed(shared, before)
+    assert not (hostile.root / "scratch" / "spawned").exists()
+    assert_host_unharmed(hostile, before)
 
 
-def test_os_system_runs_no_shell(shared: Session) -> None:
-    result, before = attack(shared, "import os\nprint(os.system('touch spawned') != 0)")
+def test_os_system_runs_no_shell(hostile: Session) -> None:
+    result, before = attack(hostile, "import os\nprint(os.system('touch spawned') != 0)")
     assert result.stdout == "True\n"
-    assert not (shared.root / "scratch" / "spawned").exists()
-    assert_host_unharmed(shared, before)
+    assert not (hostile.root / "scratch" / "spawned").exists()
+    assert_host_unharmed(hostile, before)
 
 
-def test_raise_rlimits(shared: Session) -> None:
+def test_raise_rlimits(hostile: Session) -> None:
     cell = (
         "import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_AS)\n"
         "resource.setrlimit(resource.RLIMIT_AS, (hard, hard))\n"
         "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))"
     )
-    result, before = attack(shared, cell)
+    result, before = attack(hostile, cell)
     _denied(result, "ValueError: not allowed to raise maximum limit")
-    limit = shared.kernel.run_cell("print(resource.getrlimit(resource.RLIMIT_AS))")
+    limit = hostile.kernel.run_cell("print(resource.getrlimit(resource.RLIMIT_AS))")
     assert limit.stdout == f"({2 * 1024**3}, {2 * 1024**3})\n"
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_ptrace_or_signal_the_host(shared: Session) -> None:
+def test_ptrace_or_signal_the_host(hostile: Session) -> None:
     cell = (
         "import ctypes, os, signal\nlibc = ctypes.CDLL(None, use_errno=True)\n"
         "print(libc.ptrace(16, os.getppid(), 0, 0), ctypes.get_errno())\n"
         "os.kill(os.getppid(), signal.SIGTERM)"
     )
-    result, before = attack(shared, cell)
+    result, before = attack(hostile, cell)
     assert result.stdout == "-1 1\n"  # PTRACE_ATTACH: EPERM
     _denied(result)
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
 def test_allocate_50_gb(shared: Session) -> None:
@@ -317,7 +372,7 @@ def test_read_the_host_environment_secrets(tmp_path: Path, monkeypatch: pytest.M
             "import os\nprint(sorted(os.environ))\nprint('sk-test' in repr(os.environ))\n"
             "for path in ['/proc/%d/environ' % os.getppid(), '/proc/self/environ']:\n"
             "    try:\n        print(open(path, 'rb').read())\n"
-            "    except PermissionError:\n        print('denied')"
+            "    except (PermissionError, FileNotFoundError):\n        print('denied')"
         )
         result, before = attack(session, cell)
         assert "sk-test-secret-value" not in render_observation(result)
@@ -329,7 +384,7 @@ def test_read_the_host_environment_secrets(tmp_path: Path, monkeypatch: pytest.M
         session.log.close()
 
 
-def test_import_ctypes_and_call_libc_directly(shared: Session) -> None:
+def test_import_ctypes_and_call_libc_directly(hostile: Session) -> None:
     cell = (
         "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nout = []\n"
         "for name, call in [('socket', lambda: libc.syscall(41, 2, 1, 0)),"
@@ -340,22 +395,22 @@ def test_import_ctypes_and_call_libc_directly(shared: Session) -> None:
         " ('prlimit', lambda: libc.syscall(302, 0, 9, ctypes.byref(ctypes.c_ulonglong(1)), 0))]:\n"
         "    rc = call()\n    out.append((name, rc, ctypes.get_errno()))\nprint(out)"
     )
-    result, before = attack(shared, cell)
+    result, before = attack(hostile, cell)
     assert result.ok, result.error
     calls = eval(result.stdout)  # noqa: S307 - a list of tuples printed by the cell
     assert [(name, rc) for name, rc, _ in calls] == [(name, -1) for name, _, _ in calls]
     assert {errno for _, _, errno in calls} == {1}  # EPERM, from seccomp
-    assert not (shared.root / "scratch" / "disk").exists()
-    assert_host_unharmed(shared, before)
+    assert not (hostile.root / "scratch" / "disk").exists()
+    assert_host_unharmed(hostile, before)
 
 
-def test_change_modes_owners_or_flags_outside_scratch(shared: Session) -> None:
+def test_change_modes_owners_or_flags_outside_scratch(hostile: Session) -> None:
     # The worker is still uid 0 and owns root's files; capabilities are gone and seccomp denies
     # mode, owner, xattr and inode-flag changes, so nothing about a host file can be altered.
-    victim = shared.log.path.parent / "victim-mode.txt"
+    victim = hostile.log.path.parent / "victim-mode.txt"
     victim.write_text("keep me")
     stat_before = victim.stat()
-    db = str(shared.log.path)
+    db = str(hostile.log.path)
     attempts = {
         "chmod": f"os.chmod({str(victim)!r}, 0o4777)",
         "chmod_db": f"os.chmod({db!r}, 0)",
@@ -370,54 +425,41 @@ def test_change_modes_owners_or_flags_outside_scratch(shared: Session) -> None:
         f"    out[{name!r}] = e.errno\n"
         for name, code in attempts.items()
     )
-    result, before = attack(shared, cell + "print(sorted(set(out.values())))")
+    result, before = attack(hostile, cell + "print(sorted(set(out.values())))")
     assert result.stdout == "[1]\n", result.stdout  # every attempt: EPERM
     after = victim.stat()
     assert (after.st_mode, after.st_uid) == (stat_before.st_mode, stat_before.st_uid)
     assert os.access(db, os.W_OK) and os.stat(db).st_mode & 0o600 == 0o600
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_write_the_log_through_links_descriptors_or_mappings(shared: Session) -> None:
-    db = str(shared.log.path)
-    cell = (
-        "import mmap, os\nout = []\n"
-        f"os.symlink({db!r}, 'alias.db')\n"
-        "try:\n    open('alias.db', 'r+b').write(b'x')\nexcept PermissionError:\n"
-        "    out.append('symlink denied')\n"
-        f"shm = os.open({db + '-shm'!r}, os.O_RDONLY)\n"
-        "try:\n    mmap.mmap(shm, 32768, access=mmap.ACCESS_WRITE)\nexcept PermissionError:\n"
-        "    out.append('shared mapping denied')\n"
-        f"ino = os.stat({db!r}).st_ino\n"
+def test_write_the_log_through_links_descriptors_or_mappings(hostile: Session) -> None:
+    db = str(hostile.log.path)
+    cell = _ATTEMPT + (
+        f"import mmap\ndb = {db!r}\nos.symlink(db, 'alias.db')\n"
+        "shm = os.open(db + '-shm', os.O_RDONLY)\n"
         "held = [fd for fd in range(3, 64) if os.path.exists(f'/proc/self/fd/{fd}')"
-        " and os.fstat(fd).st_ino == ino]\n"
-        "try:\n    open(f'/proc/self/fd/{held[0]}', 'r+b')\nexcept PermissionError:\n"
-        "    out.append('proc reopen denied')\n"
-        "print(out)"
+        " and os.fstat(fd).st_ino == os.stat(db).st_ino]\n"
+        "print([attempt(lambda: open('alias.db', 'r+b').write(b'x')),"
+        " attempt(lambda: mmap.mmap(shm, 32768, access=mmap.ACCESS_WRITE)),"
+        " attempt(lambda: open(f'/proc/self/fd/{held[0]}', 'r+b'))])"
     )
-    result, before = attack(shared, cell)
-    assert result.stdout == "['symlink denied', 'shared mapping denied', 'proc reopen denied']\n"
-    assert_host_unharmed(shared, before)
+    result, before = attack(hostile, cell)
+    assert set(outcomes(result)) <= REFUSED, result.stdout
+    assert_host_unharmed(hostile, before)
 
 
-def test_read_files_outside_the_allow_list(shared: Session) -> None:
+def test_read_files_outside_the_allow_list(hostile: Session) -> None:
     repo = Path(__file__).resolve().parents[2]
     home = Path(pwd.getpwuid(os.getuid()).pw_dir)  # the real one; the fixture moved $HOME
-    secrets = [Path("/etc/passwd"), home, repo / "pyproject.toml", shared.root, Path("/tmp")]
-    if (repo / ".git").is_dir():
-        secrets.append(repo / ".git" / "config")
-    cell = (
-        "import os\nout = []\n"
-        f"for path in {[str(p) for p in secrets]!r}:\n"
-        "    try:\n        os.listdir(path) if os.path.isdir(path) else open(path).read(1)\n"
-        "        out.append('READ ' + path)\n"
-        "    except PermissionError:\n        out.append('denied')\nprint(out)"
-    )
-    result, before = attack(shared, cell)
-    assert result.stdout == f"{['denied'] * len(secrets)}\n"
-    allowed = shared.kernel.run_cell("import scrollctx.errors\nprint('imports still work')")
+    secrets = [Path("/etc/passwd"), home, repo / "pyproject.toml", hostile.root, Path("/tmp")]
+    secrets += [repo / ".git", Path("/etc/shadow")]
+    paths = [str(p) for p in secrets]
+    result, before = attack(hostile, _LOOK + f"print({{p: look(p) for p in {paths!r}}})")
+    assert_unseen(hostile.kernel, outcomes(result))
+    allowed = hostile.kernel.run_cell("import scrollctx.errors\nprint('imports still work')")
     assert allowed.stdout == "imports still work\n"
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
 # -- attacks beyond the issue's list (audit) ---------------------------------------------------
@@ -431,7 +473,9 @@ _WORKER = (
 )
 
 
-def test_proc_of_the_worker_and_of_the_host_is_out_of_reach(shared: Session) -> None:
+def test_proc_of_the_worker_and_of_the_host_is_out_of_reach(
+    hostile: Session, sandbox_variant: SandboxVariant
+) -> None:
     # /proc/self/mem would let a process patch its own seccomp-free code paths; /proc/<host>/
     # would expose the host's memory, environment, descriptors and root.
     host = os.getpid()
@@ -445,18 +489,19 @@ def test_proc_of_the_worker_and_of_the_host_is_out_of_reach(shared: Session) -> 
         (f"/proc/{host}/root/etc/passwd", "rb"),
         ("/proc/sys/kernel/core_pattern", "r+b"),
     ]
-    cell = (
-        "out = []\n"
-        f"for path, mode in {targets!r}:\n"
-        "    try:\n        open(path, mode).read(1)\n        out.append('OPENED ' + path)\n"
-        "    except PermissionError:\n        out.append('denied')\nprint(out)"
+    cell = _ATTEMPT + (
+        f"print({{p: attempt(lambda p=p, m=m: open(p, m).read(1)) for p, m in {targets!r}}})"
     )
-    result, before = attack(shared, cell)
-    assert result.stdout == f"{['denied'] * len(targets)}\n", result.stdout
-    assert_host_unharmed(shared, before)
+    result, before = attack(hostile, cell)
+    out = outcomes(result)
+    # Without Landlock, the worker may read its own (scrubbed) environment; nothing else.
+    own_environ = out.pop("/proc/self/environ")
+    assert own_environ in HIDDEN or not sandbox_variant.has_landlock, own_environ
+    assert set(out.values()) <= HIDDEN | REFUSED, out  # the host's pid does not exist there
+    assert_host_unharmed(hostile, before)
 
 
-def test_memfd_create_or_a_scratch_binary_then_execveat(shared: Session) -> None:
+def test_memfd_create_or_a_scratch_binary_then_execveat(hostile: Session) -> None:
     # memfd_create is denied outright (see the memory test below); a binary copied into scratch
     # cannot be run by execveat, execve or through /proc either.
     cell = (
@@ -471,12 +516,12 @@ def test_memfd_create_or_a_scratch_binary_then_execveat(shared: Session) -> None
         "    try:\n        os.execv(path, ['x'])\n"
         "    except PermissionError:\n        print('exec denied')"
     )
-    result, before = attack(shared, cell)
+    result, before = attack(hostile, cell)
     assert result.stdout == "memfd denied\n-1 1\nexec denied\nexec denied\n", result.stdout
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_memory_outside_the_address_space_limit_or_outliving_the_worker(shared: Session) -> None:
+def test_memory_outside_the_address_space_limit_or_outliving_the_worker(hostile: Session) -> None:
     # memfds hold memory RLIMIT_AS does not count (256 fds of 256 MiB = 64 GiB: the host's RAM);
     # System V segments and queues stay in the host's IPC namespace after the worker dies.
     calls = {
@@ -490,16 +535,16 @@ def test_memory_outside_the_address_space_limit_or_outliving_the_worker(shared: 
     cell = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nout = {}\n" + "".join(
         f"out[{name!r}] = ({code}, ctypes.get_errno())\n" for name, code in calls.items()
     )
-    result, before = attack(shared, cell + "print(sorted(set(out.values())))")
+    result, before = attack(hostile, cell + "print(sorted(set(out.values())))")
     assert result.stdout == "[(-1, 1)]\n", result.stdout  # every call: EPERM
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_hard_links_or_renames_across_the_scratch_boundary(shared: Session) -> None:
+def test_hard_links_or_renames_across_the_scratch_boundary(hostile: Session) -> None:
     # A hard link to the log (or to the worker's own source) inside scratch would be a writable
     # name for a protected file; Landlock refuses to link or move anything across the boundary.
     worker_source = Path(__file__).resolve().parents[2] / "src/scrollctx/kernel/_worker.py"
-    db = str(shared.log.path)
+    db = str(hostile.log.path)
     moves = {
         "link_log": f"os.link({db!r}, 'log.db')",
         "link_source": f"os.link({str(worker_source)!r}, 'worker.py')",
@@ -511,14 +556,14 @@ def test_hard_links_or_renames_across_the_scratch_boundary(shared: Session) -> N
         f"    out[{name!r}] = e.errno\n"
         for name, code in moves.items()
     )
-    result, before = attack(shared, cell + "print(sorted(out.items()))")
+    result, before = attack(hostile, cell + "print(sorted(out.items()))")
     outcome = dict(eval(result.stdout))  # noqa: S307 - a list of pairs printed by the cell
     assert "DONE" not in outcome.values(), outcome
     assert not Path(db + "-planted").exists()
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_starve_the_host_with_real_time_or_raised_priority(shared: Session) -> None:
+def test_starve_the_host_with_real_time_or_raised_priority(hostile: Session) -> None:
     cell = (
         "import os\nout = []\n"
         "for call in [lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(50)),"
@@ -526,12 +571,12 @@ def test_starve_the_host_with_real_time_or_raised_priority(shared: Session) -> N
         "    try:\n        call()\n        out.append('DONE')\n"
         "    except PermissionError:\n        out.append('denied')\nprint(out)"
     )
-    result, before = attack(shared, cell)
+    result, before = attack(hostile, cell)
     assert result.stdout == "['denied', 'denied']\n", result.stdout
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_io_uring_userfaultfd_bpf_and_perf_are_denied(shared: Session) -> None:
+def test_io_uring_userfaultfd_bpf_and_perf_are_denied(hostile: Session) -> None:
     calls = {
         "io_uring_setup": "libc.syscall(425, 8, ctypes.create_string_buffer(120))",
         "userfaultfd": "libc.syscall(323, 0)",
@@ -543,18 +588,18 @@ def test_io_uring_userfaultfd_bpf_and_perf_are_denied(shared: Session) -> None:
     cell = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nout = {}\n" + "".join(
         f"out[{name!r}] = ({code}, ctypes.get_errno())\n" for name, code in calls.items()
     )
-    result, before = attack(shared, cell + "print(sorted(out.items()))")
+    result, before = attack(hostile, cell + "print(sorted(out.items()))")
     outcome = dict(eval(result.stdout))  # noqa: S307 - a list of pairs printed by the cell
     assert outcome.pop("clone3") == (-1, 38)  # ENOSYS, so glibc falls back to a checked clone
     assert set(outcome.values()) == {(-1, 1)}, outcome  # EPERM
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
-def test_no_sqlite_handle_in_the_worker_can_write_the_log(shared: Session) -> None:
+def test_no_sqlite_handle_in_the_worker_can_write_the_log(hostile: Session) -> None:
     # Walk every object in the worker (ms, its closures, its connection): each SQLite handle on
     # the log refuses writes, even with its authorizer removed; a log re-attached with
     # mode=rw opens read-only (Landlock denies the write open) and refuses them too.
-    db = str(shared.log.path)
+    db = str(hostile.log.path)
     insert = "INSERT INTO {}.conversation_history(session_id, kind, content) VALUES ('x','x','x')"
     cell = (
         "import gc, sqlite3\nout = []\n"
@@ -573,12 +618,12 @@ def test_no_sqlite_handle_in_the_worker_can_write_the_log(shared: Session) -> No
         "    out.append(len(logs))\n"
         "print(len(conns), out)"
     )
-    result, before = attack(shared, "ms.search('adoption', k=1)\n" + cell)
+    result, before = attack(hostile, "ms.search('adoption', k=1)\n" + cell)
     count, outcomes = result.stdout.split(" ", 1)
     found = eval(outcomes)  # noqa: S307 - a list printed by the cell
     assert int(count) >= 1 and {o for o in found if isinstance(o, str)} == {"refused"}, found
     assert all(n >= 2 for n in found if isinstance(n, int))  # ms's own handle plus 'rw'
-    assert_host_unharmed(shared, before)
+    assert_host_unharmed(hostile, before)
 
 
 def test_thread_bomb_stops_at_the_cap(tmp_path: Path) -> None:
@@ -751,32 +796,34 @@ def test_host_secrets_do_not_cross_through_tool_errors(
         assert kernel.run_cell("keyed('q')").stdout == "'q:14:3'\n"  # the host's default applies
 
 
-def test_store_secrets_and_other_sessions_are_unreadable(tmp_path: Path) -> None:
+def test_store_secrets_and_other_sessions_are_unreadable(
+    tmp_path: Path, sandbox_variant: SandboxVariant
+) -> None:
     # The worker reads the log's own files and payloads, not the store folder around them:
-    # config.toml may hold API keys, and other sessions keep their scratch there.
+    # config.toml may hold API keys, and other sessions keep their scratch there. Attack 10:
+    # not even os.stat may tell they exist (nor /etc/shadow), their size or their time.
     store = tmp_path / "store"
     store.mkdir()
     (store / "config.toml").write_text('[backends.openai]\napi_key = "sk-store-secret"\n')
     (store / "scratch" / "other").mkdir(parents=True)
     (store / "scratch" / "other" / "notes.txt").write_text("private to another session")
-    session = open_session(tmp_path)
+    session = open_session(tmp_path, sandbox=sandbox_variant.policy())
     try:
         big = "payload " * 4000  # over the log's inline threshold: externalized
         seq = session.log.append(NewEvent(session_id="late", kind=Kind.SYSTEM, content=big))
-        cell = (
-            "import os\nout = []\n"
-            f"for path in {[str(store / 'config.toml'), str(store / 'scratch/other/notes.txt')]!r}"
-            f" + [{str(store)!r}]:\n"
-            "    try:\n        os.listdir(path) if os.path.isdir(path) else open(path).read(1)\n"
-            "        out.append('READ ' + path)\n"
-            "    except PermissionError:\n        out.append('denied')\n"
+        secrets = [store / "config.toml", store / "scratch/other/notes.txt", Path("/etc/shadow")]
+        paths = [str(p) for p in secrets]
+        cell = _LOOK + (
+            f"seen = {{p: look(p) for p in {[*paths, str(store)]!r}}}\n"
+            f"stats = [attempt(lambda p=p: os.stat(p)) for p in {paths!r}]\n"
             f"rows = ms.expand({seq})\n"
-            "print(out, len(rows[0]['content']), rows[0]['payload_missing'])"
+            "print([seen, stats, len(rows[0]['content']), rows[0]['payload_missing']])"
         )
         result, before = attack(session, cell)
-        assert result.stdout == f"['denied', 'denied', 'denied'] {len(big)} False\n", (
-            result.stdout + (result.error or "")
-        )
+        seen, stats, size, payload_missing = outcomes(result)
+        assert_unseen(session.kernel, seen)
+        assert stats == ["ENOENT"] * len(paths)
+        assert (size, payload_missing) == (len(big), False)
         assert "sk-store-secret" not in render_observation(result)
         assert_host_unharmed(session, before)
     finally:
@@ -784,13 +831,27 @@ def test_store_secrets_and_other_sessions_are_unreadable(tmp_path: Path) -> None
         session.log.close()
 
 
-def test_a_worker_that_stops_itself_is_killed_and_replaced(own: Session) -> None:
+def test_a_worker_that_stops_itself_is_killed_and_replaced(tmp_path: Path) -> None:
     # SIGSTOP cannot be caught or ignored, and a stopped worker answers nothing: the host's
-    # deadline and the process-group SIGKILL still end it.
-    result, before = attack(own, "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)")
-    assert result.namespace_lost and result.timed_out
-    assert result.error is not None and "the worker was killed" in result.error
-    assert_only_restart_logged(own, before)
+    # deadline and the process-group SIGKILL still end it (without the namespaces layer; with
+    # it, the worker is pid 1 of its namespace, and its own SIGSTOP does not stop it).
+    policy = SandboxPolicy("best-effort", unavailable=frozenset({"namespaces"}))
+    session = open_session(tmp_path, sandbox=policy, timeout=1.0, grace=0.5)
+    try:
+        result, before = attack(session, "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)")
+        assert result.namespace_lost and result.timed_out
+        assert result.error is not None and "the worker was killed" in result.error
+        assert_only_restart_logged(session, before)
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_a_worker_in_its_namespace_cannot_stop_itself(hostile: Session) -> None:
+    pid = hostile.kernel.pid
+    result, before = attack(hostile, "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)")
+    assert result.ok and not result.namespace_lost and hostile.kernel.pid == pid
+    assert_host_unharmed(hostile, before)
 
 
 def test_threads_left_spinning_between_cells_get_the_worker_killed(tmp_path: Path) -> None:
@@ -839,12 +900,13 @@ def test_signal_any_process_through_sigio_ownership(hostile: Session) -> None:
     victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:
         cell = (
-            "import fcntl, os, signal, struct\nout = []\nr, w = os.pipe()\n"
+            "import fcntl, os, signal, socket, struct\nout = []\nr, w = os.pipe()\n"
+            "a, b = socket.socketpair()  # FIOSETOWN and SIOCSPGRP are socket ioctls\n"
             f"for name, call in [('F_SETOWN', lambda: fcntl.fcntl(r, 8, {victim.pid})),"
             f" ('F_SETOWN_EX', lambda: fcntl.fcntl(r, 15, struct.pack('ii', 1, {victim.pid}))),"
             " ('F_SETSIG', lambda: fcntl.fcntl(r, 10, signal.SIGKILL)),"
-            f" ('FIOSETOWN', lambda: fcntl.ioctl(r, 0x8901, struct.pack('i', {victim.pid}))),"
-            f" ('SIOCSPGRP', lambda: fcntl.ioctl(r, 0x8902, struct.pack('i', -{victim.pid}))),"
+            f" ('FIOSETOWN', lambda: fcntl.ioctl(a, 0x8901, struct.pack('i', {victim.pid}))),"
+            f" ('SIOCSPGRP', lambda: fcntl.ioctl(a, 0x8902, struct.pack('i', -{victim.pid}))),"
             f" ('host', lambda: fcntl.fcntl(r, fcntl.F_SETOWN, {os.getpid()}))]:\n"
             "    try:\n        call()\n        out.append((name, 0))\n"
             "    except OSError as e:\n        out.append((name, e.errno))\n"
@@ -964,12 +1026,13 @@ _OUTLIVE_THE_HOST = (
 
 
 @pytest.mark.parametrize(
-    "sandbox", [("strict",), ("best-effort", "landlock")], ids=["strict", "no-landlock"]
+    "sandbox", [("strict",), ("best-effort", "namespaces")], ids=["strict", "no-namespaces"]
 )
 def test_a_worker_dies_with_its_killed_host_whatever_the_cell_did(
     tmp_path: Path, sandbox: tuple[str, ...]
 ) -> None:
     # Attack 4: a cell that dup2s a fresh pipe over its control-in fd defeats the worker's watch
-    # on the host's pipe; after kill -9 of the host the worker ran on. PR_SET_PDEATHSIG (which
-    # the cell may not clear) ends it with the thread that started it.
+    # on the host's pipe; after kill -9 of the host the worker ran on. In namespaces, bwrap's
+    # --die-with-parent ends bwrap and then the worker (pid 1: everything it made with it);
+    # without them, the worker's own PR_SET_PDEATHSIG does. The cell may clear neither.
     assert_worker_dies_with_killed_host(tmp_path / "scratch", _OUTLIVE_THE_HOST, *sandbox)

@@ -45,7 +45,7 @@ class DoctorReport:
 
     def render(self) -> str:
         """Return the human-readable report."""
-        lines = [f"{s.name:<9} {s.state:<12} {s.detail}" for s in self.status.layers]
+        lines = [f"{s.name:<10} {s.state:<12} {s.detail}" for s in self.status.layers]
         verdict = (
             "strict profile: all layers hold; cells run sandboxed"
             if self.strict_holds

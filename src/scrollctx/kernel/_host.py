@@ -44,6 +44,7 @@ from scrollctx.kernel._bridge import (
 )
 from scrollctx.kernel._digest import parse_digest
 from scrollctx.kernel._journal import KernelJournal
+from scrollctx.kernel._namespace import namespace_request
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers, resolve_policy
 from scrollctx.kernel._process import WorkerProcess, default_python
 from scrollctx.kernel._result import CellResult
@@ -192,7 +193,10 @@ class Kernel:
                 pass  # a read-only store: the log cannot write payloads there either
         applies_limits = "rlimits" in self.policy.applied
         worker = WorkerProcess(
-            self.python, self.scratch, self.policy.limits if applies_limits else None
+            self.python,
+            self.scratch,
+            self.policy.limits if applies_limits else None,
+            namespaces=namespace_request(self.policy, self.db_path),
         )
         try:
             ready = self._handshake(worker)
@@ -200,7 +204,9 @@ class Kernel:
             worker.kill()
             raise
         status = SandboxStatus(
-            self.policy.profile, parse_layers(ready.get("layers")), self.policy.required
+            self.policy.profile,
+            parse_layers(worker.confirm_layers(ready.get("layers"))),
+            self.policy.required,
         )
         ms_state = ready.get("ms")
         self.ms_state = ms_state[:500] if isinstance(ms_state, str) else "unknown"
@@ -222,7 +228,7 @@ class Kernel:
             "session_id": self.session_id,
             "task_id": self.task_id,
             "agent_id": self.agent_id,
-            "policy": self.policy.to_wire(),
+            "policy": {**self.policy.to_wire(), "namespaces": worker.namespace_facts},
             "tools": [spec.to_wire() for spec in self.tools.values()],
             "tasks": _host_limits(worker),
         }

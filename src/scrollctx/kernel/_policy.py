@@ -1,7 +1,10 @@
 """Sandbox policy: which layers exist, which a profile requires, and how their status reads.
 
-Five layers confine the worker; each is applied before any model code runs and self-tested:
+Six layers confine the worker; each is applied before any model code runs and self-tested:
 
+- ``namespaces``: private mount, PID, IPC and UTS namespaces made by bubblewrap: the root holds
+  only what Python needs (read-only) and the scratch folder; no process outside is addressable,
+  and everything the worker starts dies with it (:mod:`scrollctx.kernel._namespace`);
 - ``rlimits``: address space, file size, open files, no core dumps; and, from the host, a thread
   cap (a ``pids`` cgroup, where writable) and a watch on scratch writing, free disk and CPU
   used between cells;
@@ -48,7 +51,7 @@ __all__ = [
     "resolve_policy",
 ]
 
-LAYERS: tuple[str, ...] = ("rlimits", "netns", "caps", "landlock", "seccomp")
+LAYERS: tuple[str, ...] = ("namespaces", "rlimits", "netns", "caps", "landlock", "seccomp")
 """Every sandbox layer, in the order the worker applies them."""
 
 PROFILES: tuple[str, ...] = ("strict", "best-effort", "off")

@@ -31,6 +31,16 @@ from typing import Any, TypeVar
 
 from scrollctx.errors import CellTimeout, WorkerCrashed
 from scrollctx.kernel._frames import FrameReader, encode_frame
+from scrollctx.kernel._namespace import (
+    NamespaceRequest,
+    bwrap_path,
+    foreign_namespaces,
+    host_namespaces,
+    launch_problem,
+    read_child_pid,
+    sandbox_command,
+    worker_reads,
+)
 from scrollctx.kernel._policy import Limits
 from scrollctx.kernel._quota import WorkerWatch
 from scrollctx.kernel._tasks import TaskCap, cap_tasks
@@ -38,6 +48,7 @@ from scrollctx.kernel._tasks import TaskCap, cap_tasks
 __all__ = ["WorkerProcess", "default_python", "describe_exit", "worker_environment"]
 
 _TAIL_BYTES = 8192
+_INFO_SECONDS = 30.0
 _T = TypeVar("_T")
 
 
@@ -136,18 +147,41 @@ class _OutputTail:
 
 
 class WorkerProcess:
-    """A running worker and its two control pipes."""
+    """A running worker and its two control pipes.
 
-    def __init__(self, python: str, scratch: Path, limits: Limits | None = None) -> None:
+    With ``namespaces`` (a :class:`NamespaceRequest`), the worker is started through bubblewrap
+    in namespaces of its own where this machine allows it; :attr:`namespace_problem` says why
+    not otherwise. Either way :attr:`pid` is the worker itself as the host sees it: the host
+    signals, watches and caps that process (under bwrap, bwrap's child, pid 1 of its namespace).
+    """
+
+    def __init__(
+        self,
+        python: str,
+        scratch: Path,
+        limits: Limits | None = None,
+        *,
+        namespaces: NamespaceRequest | None = None,
+    ) -> None:
+        self.namespace_problem = launch_problem(python) if namespaces is not None else None
+        self.namespaced = namespaces is not None and self.namespace_problem is None
         to_read, self._to_worker = os.pipe()
         self._from_worker, from_write = os.pipe()
         out_read, out_write = os.pipe()
+        info_read, info_write = os.pipe() if self.namespaced else (-1, -1)
+        argv = [python, "-I", "-m", "scrollctx.kernel._worker",
+                "--fd-in", str(to_read), "--fd-out", str(from_write)]  # fmt: skip
+        if namespaces is not None and self.namespaced:
+            reads = worker_reads(python, namespaces.store_files)
+            argv = sandbox_command(
+                bwrap_path(), argv, reads=reads, scratch=str(scratch), info_fd=info_write
+            )
+        passed = (to_read, from_write, info_write) if self.namespaced else (to_read, from_write)
         try:
             self.proc = _spawner.run(
                 lambda: subprocess.Popen(
-                    [python, "-I", "-m", "scrollctx.kernel._worker",
-                     "--fd-in", str(to_read), "--fd-out", str(from_write)],
-                    pass_fds=(to_read, from_write),
+                    argv,
+                    pass_fds=passed,
                     stdin=subprocess.DEVNULL,
                     stdout=out_write,
                     stderr=out_write,
@@ -156,24 +190,34 @@ class WorkerProcess:
                     start_new_session=True,
                     close_fds=True,
                 )
-            )  # fmt: skip
+            )
         except OSError:
-            for fd in (self._to_worker, self._from_worker, out_read):
-                os.close(fd)
+            for fd in (self._to_worker, self._from_worker, out_read, info_read):
+                if fd >= 0:
+                    os.close(fd)
             raise
         finally:
-            for fd in (to_read, from_write, out_write):
-                os.close(fd)
+            for fd in (to_read, from_write, out_write, info_write):
+                if fd >= 0:
+                    os.close(fd)
         os.set_blocking(self._to_worker, False)
+        self.reader = FrameReader(self._from_worker)
+        self.output = _OutputTail(out_read)
+        self.closed = False
+        self._pid, self._pidfd = self.proc.pid, None
+        self.tasks = TaskCap(None, "threads not capped: the worker has not started")
+        self.watch: WorkerWatch | None = None
+        if self.namespaced:
+            self._pid, self._pidfd = self._find_worker(info_read)
         # Before the boot frame is sent, so every thread the worker ever starts is counted.
         self.tasks = (
-            cap_tasks(self.proc.pid, limits.threads)
+            cap_tasks(self._pid, limits.threads)
             if limits is not None
             else TaskCap(None, "threads not capped: the profile applies no limits")
         )
         self.watch = (
             WorkerWatch(
-                self.proc.pid,
+                self._pid,
                 scratch,
                 quota=limits.scratch_writes,
                 floor=limits.disk_floor,
@@ -183,17 +227,53 @@ class WorkerProcess:
             if limits is not None
             else None
         )
-        self.reader = FrameReader(self._from_worker)
-        self.output = _OutputTail(out_read)
-        self.closed = False
+
+    def _find_worker(self, info_read: int) -> tuple[int, int]:
+        # bwrap reports its child's pid (the worker: --as-pid-1) before letting it run.
+        try:
+            pid = read_child_pid(info_read, time.monotonic() + _INFO_SECONDS)
+            pidfd = os.pidfd_open(pid) if pid is not None else None
+        except OSError:
+            pid = pidfd = None
+        finally:
+            os.close(info_read)
+        if pid is None or pidfd is None:
+            self.kill()
+            raise WorkerCrashed(
+                f"the kernel worker failed to start: bwrap reported no worker "
+                f"({self.exit_text()}); its output ended with: {self.output.text(0.5)[-1500:]!r}"
+            )
+        return pid, pidfd
 
     @property
     def pid(self) -> int:
-        """The worker's process id."""
-        return self.proc.pid
+        """The worker's process id, as the host sees it."""
+        return self._pid
+
+    @property
+    def namespace_facts(self) -> dict[str, int] | None:
+        """What the worker's namespaces self-test compares against: the host's own ids."""
+        return host_namespaces() if self.namespaced else None
+
+    def confirm_layers(self, report: Any) -> Any:
+        """The worker's (untrusted) layer report, with the host's own word on ``namespaces``.
+
+        The host knows whether it started the worker in namespaces, and checks from outside that
+        they are not its own; the worker's self-test can only make the verdict stricter.
+        """
+        if not isinstance(report, dict) or (self.namespace_problem is None and not self.namespaced):
+            return report
+        report = dict(report)
+        if self.namespace_problem is not None:
+            report["namespaces"] = {"state": "unavailable", "detail": self.namespace_problem}
+        elif (problem := foreign_namespaces(self._pid)) is not None:
+            report["namespaces"] = {"state": "failed", "detail": f"host check: {problem}"}
+        return report
 
     def is_alive(self) -> bool:
-        """Whether the process is still running."""
+        """Whether the worker is still running."""
+        if self._pidfd is not None and select.select([self._pidfd], [], [], 0)[0]:
+            return False  # a pidfd turns readable when its process ends (bwrap may lag)
         return self.proc.poll() is None
 
     def send(self, message: dict[str, Any] | bytes, deadline: float) -> None:
@@ -221,14 +301,17 @@ class WorkerProcess:
         self._signal(signal.SIGINT)
 
     def kill(self) -> None:
-        """Kill the worker's whole process group and reap it; close the pipes."""
+        """Kill the worker and everything it started, and reap it; close the pipes."""
         self._signal(signal.SIGKILL, group=True)
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=5)  # under bwrap: bwrap reaps the worker, then exits
         except subprocess.TimeoutExpired:
-            self._signal(signal.SIGKILL)
+            _deliver(lambda: os.killpg(self.proc.pid, signal.SIGKILL))
             self.proc.wait()
         self._close_pipes()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
         self.tasks.remove()
         if self.watch is not None:
             self.watch.stop()
@@ -249,24 +332,24 @@ class WorkerProcess:
             code = self.proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
             code = None
+        if self.namespaced and code is not None and code > 128:
+            code = 128 - code  # bwrap exits 128 + n for a worker killed by signal n
         text = describe_exit(code)
         if self.watch is not None and self.watch.reason:
             text += f" by the host, because {self.watch.reason}"
         return text
 
     def _signal(self, signum: int, *, group: bool = False) -> None:
+        # Under bwrap the worker is pid 1 of its namespace: killing it ends every process there,
+        # and bwrap (this host's child) exits once it has reaped it.
         if self.proc.returncode is not None:
             return
-        try:
-            if group:
-                os.killpg(self.proc.pid, signum)
-            else:
-                os.kill(self.proc.pid, signum)
-        except ProcessLookupError:
-            pass
-        except PermissionError as exc:  # pragma: no cover - the pid was reused by another user
-            if exc.errno != errno.EPERM:
-                raise
+        if self._pidfd is not None:
+            _deliver(lambda: signal.pidfd_send_signal(self._pidfd or -1, signum))
+        elif group:
+            _deliver(lambda: os.killpg(self.proc.pid, signum))
+        else:
+            _deliver(lambda: os.kill(self.proc.pid, signum))
 
     def _close_pipes(self) -> None:
         if self.closed:
@@ -277,6 +360,16 @@ class WorkerProcess:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _deliver(send: Callable[[], None]) -> None:
+    try:
+        send()
+    except ProcessLookupError:
+        pass  # already gone
+    except PermissionError as exc:  # pragma: no cover - the pid was reused by another user
+        if exc.errno != errno.EPERM:
+            raise
 
 
 def default_python() -> str:

@@ -2,8 +2,9 @@
 
 Runs in the worker before any model code, while it is still single-threaded and after every
 native library it needs is loaded (``ctypes.util.find_library`` shells out, which fails once
-seccomp holds). Order: rlimits, network namespace, capabilities, Landlock, seccomp, then the
-self-tests that need every layer in place. Each layer ends ``ok`` (applied and its self-test
+seccomp holds). Order: the namespaces' self-test (the host made them, through bubblewrap),
+rlimits, network namespace, capabilities, Landlock, seccomp, then the self-tests that need every
+layer in place. Each layer ends ``ok`` (applied and its self-test
 passed), ``unavailable`` (this machine or the policy does not offer it), ``failed`` (applied, but
 the self-test showed it does not hold) or ``skipped`` (the profile does not apply it).
 """
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrollctx.kernel import _caps, _landlock, _seccomp
+from scrollctx.kernel._namespace import NAMESPACES, READ_ROOTS, readable_paths, store_files
 
 __all__ = ["SandboxPlan", "apply_sandbox", "die_with_host"]
 
@@ -31,8 +33,8 @@ _CLONE_NEWNET = 0x40000000
 _PR_SET_PDEATHSIG = 1
 _PR_GET_SECCOMP = 21
 _SYS_FORK = 57
-_LINUX_ONLY = frozenset({"netns", "caps", "landlock", "seccomp"})
-_READ_ROOTS = ("/usr", "/lib", "/lib64", "/bin")
+_LINUX_ONLY = frozenset({"namespaces", "netns", "caps", "landlock", "seccomp"})
+_ROOT_MOUNTS = frozenset({"dev", "proc"})
 _DEVICE_READS = ("/dev/urandom", "/dev/random", "/dev/zero")
 
 
@@ -46,6 +48,8 @@ class SandboxPlan:
     scratch: str
     db_path: str | None
     landlock_abi: int | None = None
+    namespaces: dict[str, Any] | None = None
+    """The host's own namespace ids, when it started the worker in namespaces of its own."""
     report: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @classmethod
@@ -57,6 +61,7 @@ class SandboxPlan:
             scratch=scratch,
             db_path=db_path,
             landlock_abi=policy.get("landlock_abi"),
+            namespaces=policy.get("namespaces"),
         )
 
     def mark(self, layer: str, state: str, detail: str) -> None:
@@ -83,6 +88,7 @@ def die_with_host() -> None:
 def apply_sandbox(plan: SandboxPlan) -> dict[str, dict[str, str]]:
     """Apply every layer the plan names, self-test them, and return the status per layer."""
     steps: dict[str, Callable[[SandboxPlan], str]] = {
+        "namespaces": _check_namespaces,
         "rlimits": _apply_rlimits,
         "netns": _apply_netns,
         "caps": _apply_caps,
@@ -105,6 +111,42 @@ def apply_sandbox(plan: SandboxPlan) -> dict[str, dict[str, str]]:
                 plan.mark(layer, "unavailable", str(exc))
     _self_test(plan)
     return plan.report
+
+
+def _check_namespaces(plan: SandboxPlan) -> str:
+    host = plan.namespaces
+    if not isinstance(host, dict):
+        raise OSError(errno.ENOTSUP, "the host did not start the worker in namespaces of its own")
+    shared = [
+        name for name in NAMESPACES if os.stat(f"/proc/self/ns/{name}").st_ino == host.get(name)
+    ]
+    if shared:
+        raise _SelfTestFailed(
+            f"self-test: the worker shares the host's {', '.join(shared)} namespace"
+        )
+    if os.getpid() != 1:
+        raise _SelfTestFailed(
+            f"self-test: the worker is pid {os.getpid()}, not 1, in its namespace"
+        )
+    root = set(os.listdir("/"))
+    unexpected = sorted(root - _root_entries(plan))
+    if unexpected:
+        raise _SelfTestFailed(f"self-test: the root also holds {unexpected}")
+    if not _expect_denied(lambda: os.mkdir("/.scroll-sandbox-probe"), errno.EROFS):
+        os.rmdir("/.scroll-sandbox-probe")
+        raise _SelfTestFailed("self-test: the root is writable")
+    return (
+        "private mount, PID, IPC and UTS namespaces: the worker is pid 1; its root is "
+        f"read-only and holds only {', '.join(sorted(root))}"
+    )
+
+
+def _root_entries(plan: SandboxPlan) -> set[str]:
+    # The top-level names the host's binds create: interpreter, system, store and scratch paths.
+    interpreter = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]
+    paths = [*readable_paths(interpreter, store_files(plan.db_path)), plan.scratch]
+    paths += [os.path.dirname(sys.executable), *READ_ROOTS]
+    return {path.split("/")[1] for path in paths if path.startswith("/")} | _ROOT_MOUNTS
 
 
 def _apply_rlimits(plan: SandboxPlan) -> str:
@@ -149,18 +191,8 @@ def _apply_caps(plan: SandboxPlan) -> str:
 
 
 def _landlock_paths(plan: SandboxPlan) -> tuple[list[str], list[str]]:
-    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path, *_READ_ROOTS]
-    if plan.db_path:
-        # Only the log's own files, never its whole folder: a store also holds config.toml
-        # (which may carry API keys), other sessions' scratch folders and the agent's files.
-        folder = os.path.dirname(plan.db_path)
-        log_files = [plan.db_path + suffix for suffix in ("", "-wal", "-shm")]
-        candidates += [*log_files, os.path.join(folder, "payloads")]
-    reads: list[str] = []
-    for path in candidates:
-        real = os.path.realpath(path) if path else ""
-        if real and real != "/" and os.path.exists(real) and real not in reads:
-            reads.append(real)
+    interpreter = [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]
+    reads = readable_paths(interpreter, store_files(plan.db_path))
     reads += [path for path in _DEVICE_READS if os.path.exists(path)]
     return reads, [plan.scratch]
 
@@ -193,26 +225,24 @@ def _self_test(plan: SandboxPlan) -> None:
             plan.mark(layer, "failed", f"self-test: {problem}")
 
 
-def _expect_denied(action: Callable[[], object]) -> bool:
+def _expect_denied(action: Callable[[], object], *also: int) -> bool:
     try:
         action()
     except PermissionError:
         return True
     except OSError as exc:
-        return exc.errno in (errno.EPERM, errno.EACCES)
+        return exc.errno in (errno.EPERM, errno.EACCES, *also)
     return False
 
 
 def _probe_landlock(plan: SandboxPlan) -> str | None:
-    outside = os.path.join(sys.prefix, ".scroll-sandbox-probe")
+    # /dev/zero is readable and, as a device, writable on any mount: only Landlock refuses the
+    # write, so the probe tests Landlock itself, with or without the mount namespace.
+    def write_device() -> None:
+        os.close(os.open("/dev/zero", os.O_WRONLY))
 
-    def create_outside() -> None:
-        fd = os.open(outside, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
-        os.close(fd)
-        os.unlink(outside)
-
-    if not _expect_denied(create_outside):
-        return f"could create {outside}"
+    if not _expect_denied(write_device):
+        return "could open /dev/zero for writing"
     if not _expect_denied(lambda: os.open("/", os.O_RDONLY | os.O_DIRECTORY)):
         return "could list /"
     probe = os.path.join(plan.scratch, ".scroll-sandbox-probe")
