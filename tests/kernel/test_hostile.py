@@ -679,7 +679,7 @@ def test_filling_the_disk_through_scratch_kills_the_worker(tmp_path: Path) -> No
         written = sum(p.stat().st_size for p in (tmp_path / "scratch").glob("fill-*"))
         # The watch polls every 50 ms; on a loaded machine a poll can come late, so the bound
         # is generous: the point is that writing stops, not how soon.
-        assert quota < written < quota * 32, written
+        assert quota <= written < quota * 32, written
         assert_only_restart_logged(session, before)
     finally:
         session.kernel.close()
