@@ -17,6 +17,7 @@ from scrollctx.agent import (
     Backend,
     ContextEvicted,
     ContextPolicy,
+    PolicyRequest,
     RunFinished,
     ScrollPolicy,
     read_prompt,
@@ -131,12 +132,11 @@ def test_a_reply_without_an_action_gets_a_nudge(
     assert last == {"role": "user", "content": read_prompt("nudge")}
 
 
-def _lean_policy(
-    log: EventLog, session_id: str, prompt: str, budget: int, fields: dict[str, Any]
-) -> ContextPolicy:
+def _lean_policy(request: PolicyRequest) -> ContextPolicy:
     view = WorkingView(
-        log, session_id, prompt, budget_tokens=budget, tail_groups=1, keep_results=1,
-        event_fields=fields,
+        request.log, request.session_id, request.system_prompt,
+        budget_tokens=request.budget_tokens, tail_groups=1, keep_results=1,
+        event_fields=request.event_fields,
     )  # fmt: skip
     return ScrollPolicy(view)
 

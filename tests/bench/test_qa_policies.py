@@ -5,11 +5,18 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from scrollctx.bench._histories import build_base_store, carried_index, copy_store
-from scrollctx.bench._policies import WindowPolicy, scroll_policy
+from scrollctx.agent import ScrollPolicy
+from scrollctx.bench._histories import build_base_store, copy_store
+from scrollctx.bench._policies import WindowPolicy
 from scrollctx.bench._questions import longmemeval_questions
 from scrollctx.log import EventLog, NewEvent
-from scrollctx.view import INDEX_HEADER, EvictionIndex, estimate_tokens
+from scrollctx.view import (
+    INDEX_HEADER,
+    EvictionIndex,
+    carried_index,
+    carried_session,
+    estimate_tokens,
+)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "ingest" / "fixtures"
 
@@ -55,11 +62,11 @@ def test_carried_index_opens_the_probe_view(tmp_path: Path) -> None:
     assert again == base
     probe = copy_store(base.path, tmp_path / "probe")
     with EventLog.open(probe / "history.db") as log:
-        data = carried_index(log)
+        data = carried_index(log, question.history.key)
         assert data is not None
         index = EvictionIndex.from_data(data)
         assert [b.lo for b in index.blocks()][0] == 1 and index.counters["evictions"] == 3
-        policy = scroll_policy()(log, "probe-1", "system", 8000, {"task_id": None})
+        policy = ScrollPolicy.open(log, "probe-1", "system", budget_tokens=8000, initial_index=data)
         prepared = policy.prepare("")
         first = str(prepared.messages[0]["content"])
         assert first.startswith(INDEX_HEADER) and "[Session 1 | 2023-05-01]" in first
@@ -68,7 +75,7 @@ def test_carried_index_opens_the_probe_view(tmp_path: Path) -> None:
             "SELECT seq, session_id FROM conversation_history WHERE kind = 'eviction_index' "
             "ORDER BY seq"
         )
-        assert [r["session_id"] for r in rows] == ["bench:ingest", "probe-1"]
+        assert [r["session_id"] for r in rows] == [carried_session(question.history.key), "probe-1"]
 
 
 def test_a_transformed_store_counts_the_original_history_as_its_corpus(tmp_path: Path) -> None:
@@ -88,8 +95,5 @@ def test_the_noindex_store_holds_no_index_at_all(tmp_path: Path) -> None:
     base = build_base_store(question.history, tmp_path / "base", with_index=False)
     assert (base.sessions, base.events, base.index_seq) == (3, 9, None)
     with EventLog.open(base.db_path) as log:
-        assert carried_index(log) is None
+        assert carried_index(log, question.history.key) is None
         assert log.execute("SELECT count(*) AS n FROM conversation_history")[0]["n"] == 9
-        policy = scroll_policy()(log, "probe", "system", 8000, {})
-        policy.add({"role": "user", "content": "q"})
-        assert all(INDEX_HEADER not in str(m["content"]) for m in policy.prepare("").messages)

@@ -257,44 +257,79 @@ _INDEX_CHECK = (
 
 
 def _filling_model(answer: str) -> Callable[[RecordedRequest], ScriptedReply]:
-    """Two cells that print a lot (the window must evict), then the index check, then submit."""
-    cells = ["print('filler ' * 3000)", "print('filler ' * 3000)", _INDEX_CHECK]
+    """Five cells that print a lot (the view must fold the older ones), then the index check,
+    then submit."""
+    cells = [f"print('filler{n} ' * 1000)" for n in range(5)] + [_INDEX_CHECK]
     asked: list[int] = []
 
     def respond(request: RecordedRequest) -> ScriptedReply:
         if not request.body.get("tools"):
             return _judge_or_summarize(str(request.body["messages"][-1]["content"]))
         asked.append(1)
+        # No usage in the replies: the view's counts stay uncalibrated, the same in every run.
         if len(asked) <= len(cells):
             source = cells[len(asked) - 1]
-            return ScriptedOpenAIServer.tool_calls_reply([("repl_exec", {"source": source})])
-        return ScriptedOpenAIServer.tool_calls_reply([("submit_answer", {"answer": answer})])
+            call = ("repl_exec", {"source": source})
+            return ScriptedOpenAIServer.tool_calls_reply([call], usage=None)
+        call = ("submit_answer", {"answer": answer})
+        return ScriptedOpenAIServer.tool_calls_reply([call], usage=None)
 
     return respond
 
 
-@pytest.mark.parametrize(("system_name", "budget"), [("scroll-noindex", 3000), ("scroll", 5000)])
-def test_the_noindex_ablation_reaches_no_index_through_ms(
-    system_name: str, budget: int, model_server: ScriptedModelServer, tmp_path: Path
-) -> None:
-    model_server.respond = _filling_model("12 days")
+def _run_filling(name: str, server: ScriptedModelServer, tmp_path: Path) -> dict[str, Any]:
+    server.reset()
+    server.respond = _filling_model("12 days")
     settings = RunSettings(
-        model="openai:agent", environ=model_server.environ, max_steps=6, budget_tokens=budget
+        model="openai:agent", environ=server.environ, max_steps=8, budget_tokens=14_000
     )
-    system = get_system(system_name, settings, tmp_path / "work")
-    results = ResultFile(tmp_path / "results.jsonl")
-    run_questions([_question(tmp_path)], system, results, judge=_judge(model_server))
+    system = get_system(name, settings, tmp_path / name)
+    results = ResultFile(tmp_path / f"{name}.jsonl")
+    run_questions([_question(tmp_path)], system, results, judge=_judge(server))
     (record,) = results.records()
     assert record["answer"] == "12 days"
-    last = _agent_requests(model_server)[-1]["messages"]
-    observation = [m["content"] for m in last if m["role"] == "tool"][-1]
-    if system_name == "scroll":  # the contrast: the full system reaches its index through ms
-        assert observation.startswith("stdout:\nTrue ") and observation.endswith(" 1")
-        return
-    # ms.index() is empty, no eviction_index row exists, and search still works ...
-    assert observation == "stdout:\nFalse 0 1"
-    # ... although the window did evict: the first filler result is gone from the last request.
-    assert sum("filler" in str(m["content"]) for m in last if m["role"] == "tool") == 1
+    return {"record": record, "requests": _agent_requests(server)}
+
+
+def _without_index(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(role, content) of the body messages, seq numbers blanked (the stores differ by the
+    index events), the index message and the output of the cell that inspects the index left
+    out."""
+    kept = []
+    for message in messages[1:]:
+        content = str(message.get("content"))
+        if content.startswith(INDEX_HEADER.split(".")[0]):
+            continue
+        if re.match(r"stdout:\n(True|False) \d+ \d+$", content):
+            content = "(the index check's output)"
+        content = re.sub(r"\bseq[ =]\d+", "seq N", content)
+        kept.append((message["role"], re.sub(r"expand\(\d+\)", "expand(N)", content)))
+    return kept
+
+
+def test_the_noindex_ablation_differs_from_scroll_only_in_the_index(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """The ablation keeps Algorithm 1 (the big results are folded to seq pointers, not dropped
+    by a plain window) and loses only the index: no index message, no index in ms.index() or
+    in SQL; every other message of every call is the same as the full system's."""
+    scroll = _run_filling("scroll", model_server, tmp_path)
+    noindex = _run_filling("scroll-noindex", model_server, tmp_path)
+    assert len(scroll["requests"]) == len(noindex["requests"])
+    for with_index, without in zip(scroll["requests"], noindex["requests"], strict=True):
+        assert _without_index(with_index["messages"]) == _without_index(without["messages"])
+        assert any(str(m["content"]).startswith("[eviction index]") for m in with_index["messages"])
+        assert not any("[eviction index]" in str(m["content"]) for m in without["messages"])
+    last = noindex["requests"][-1]["messages"]
+    observations = [str(m["content"]) for m in last if m["role"] == "tool"]
+    assert observations[-1] == "stdout:\nFalse 0 1"  # no index, no eviction_index row; search works
+    assert observations[0].startswith("[tool output folded")  # a seq pointer (Algorithm 1)
+    assert "filler4 filler4" in observations[4]  # the newest results are protected
+    full = [str(m["content"]) for m in scroll["requests"][-1]["messages"] if m["role"] == "tool"]
+    assert full[-1].startswith("stdout:\nTrue ") and full[-1].endswith(" 1")
+    system_with = scroll["requests"][0]["messages"][0]["content"]
+    system_without = noindex["requests"][0]["messages"][0]["content"]
+    assert "eviction index" in system_with and "eviction index" not in system_without
 
 
 class _FixedAttempt(System):

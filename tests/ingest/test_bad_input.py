@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from ingest_helpers import chat_messages, write_json
+from ingest_helpers import chat_messages, imported_count, write_json
 
 from scrollctx.errors import FormatError, UsageError
 from scrollctx.ingest import ingest_path
@@ -42,7 +42,7 @@ BAD_FILES = {
 def test_bad_file(seeded: EventLog, tmp_path: Path, case: str) -> None:
     data, needle, kept = BAD_FILES[case]
     path = _write(tmp_path / "bad.json", data)
-    before = seeded.count()
+    before = imported_count(seeded)
     seed_rows = seeded.span(1, seeded.last_seq())
     with pytest.raises(FormatError, match=needle) as caught:
         ingest_path(seeded, path)
@@ -53,7 +53,7 @@ def test_bad_file(seeded: EventLog, tmp_path: Path, case: str) -> None:
             caught.value
         )
     seeded.check()
-    assert seeded.count() == before + kept
+    assert imported_count(seeded) == before + kept
     assert seeded.span(1, seed_rows[-1].seq) == seed_rows
 
 
@@ -101,7 +101,7 @@ def test_truncated_file_keeps_what_was_read_and_reimport_completes(
     whole = json.dumps(messages, indent=1)
     cut = whole.index('"long message number 30"')
     path = _write(tmp_path / "long.json", whole[:cut].encode())
-    before = seeded.count()
+    before = imported_count(seeded)
     with pytest.raises(FormatError, match="truncated.*30 new events .* were kept"):
         ingest_path(seeded, path, batch_size=10)
     seeded.check()
@@ -111,8 +111,8 @@ def test_truncated_file_keeps_what_was_read_and_reimport_completes(
     assert [row["content"] for row in kept] == [
         f"[Session 1] {m['role']}: {m['content']}" for m in messages[:30]
     ]
-    assert seeded.count() == before + 30
+    assert imported_count(seeded) == before + 30
     path.write_text(whole, encoding="utf-8")
     report = ingest_path(seeded, path, batch_size=10)
     assert (report.events_added, report.events_skipped) == (20, 30)
-    assert seeded.count() == before + 50
+    assert imported_count(seeded) == before + 50

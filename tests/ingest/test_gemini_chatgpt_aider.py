@@ -38,9 +38,10 @@ def test_gemini_session(event_log: EventLog, transcripts: Path) -> None:
     for call in calls:  # each call embeds its result; both carry the call's id
         [result] = rows(event_log, "kind = 'tool_result' AND tool_call_id = ?", (call["id"],))
         assert result["content"] == call["result"][0]["functionResponse"]["response"]["output"]
-    tokens = [r["metadata"]["tokens"] for r in rows(event_log, "1") if "tokens" in r["metadata"]]
+    imported = rows(event_log, "run_id = 'ingest'")
+    tokens = [r["metadata"]["tokens"] for r in imported if "tokens" in r["metadata"]]
     assert tokens == [m["tokens"] for m in gemini]  # once per message
-    assert {r["session_id"] for r in rows(event_log, "1")} == {f"gemini-cli:{session['sessionId']}"}
+    assert {r["session_id"] for r in imported} == {f"gemini-cli:{session['sessionId']}"}
     assert ingest_path(event_log, transcripts / GEMINI).events_added == 0
 
 
@@ -74,7 +75,7 @@ def test_chatgpt_export(event_log: EventLog, transcripts: Path) -> None:
             call["tool_input"]["code"]
             == conversation["mapping"][parent]["message"]["content"]["text"]
         )
-    path = [r["metadata"]["node_id"] for r in rows(event_log, "1")]
+    path = [r["metadata"]["node_id"] for r in rows(event_log, "run_id = 'ingest'")]
     node, walked = conversation["current_node"], []
     while node is not None:
         if conversation["mapping"][node]["message"] is not None:
@@ -105,7 +106,7 @@ def test_chatgpt_branches_are_sessions_with_lineage(
     report = ingest_path(event_log, branched)
     assert report.sessions == 2
     main = f"chatgpt:{conversation['conversation_id']}"
-    [branch] = rows(event_log, "session_id != ?", (main,))
+    [branch] = rows(event_log, "session_id != ? AND run_id = 'ingest'", (main,))
     assert branch["content"] == "A different first answer."
     assert branch["metadata"]["branch_of"] == main and branch["metadata"]["branch_point"] == fork
     assert kind_role_counts(event_log) == _expected_chatgpt(mapping)  # every node once

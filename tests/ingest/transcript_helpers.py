@@ -18,8 +18,11 @@ def raw_records(path: Path) -> list[dict[str, Any]]:
         return [json.loads(line) for line in handle if line.strip()]
 
 
-def kind_role_counts(log: EventLog, where: str = "1", params: tuple[Any, ...] = ()) -> Counter:
-    """(kind, role) -> number of rows in the store matching ``where``."""
+def kind_role_counts(
+    log: EventLog, where: str = "run_id = 'ingest'", params: tuple[Any, ...] = ()
+) -> Counter:
+    """(kind, role) -> number of rows in the store matching ``where`` (default: every imported
+    row; the carried index ingestion writes beside them is Scroll's own state)."""
     rows = log.execute(
         f"SELECT kind, role, count(*) AS n FROM conversation_history WHERE {where} GROUP BY 1, 2",
         params,

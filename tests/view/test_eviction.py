@@ -22,8 +22,9 @@ from view_session import (
 
 from scrollctx.errors import ContextOverflow, StoreError, UsageError
 from scrollctx.log import EventLog, NewEvent
-from scrollctx.view import INDEX_KIND, WorkingView
+from scrollctx.view import INDEX_KIND, WorkingView, load_index
 from scrollctx.view._stored import STORED_AT, unpack
+from scrollctx.view._working import STATE_KIND
 
 OPS = st.one_of(
     st.tuples(st.just("user"), st.integers(1, 60)),
@@ -58,6 +59,7 @@ def _restored_equals(view: WorkingView, log: EventLog) -> None:
             tail_groups=view.tail_groups,
             keep_results=view.keep_results,
             k=view.index.k,
+            with_index=view.with_index,
         )
         again.set_digest(view.digest)
         assert again.index_text() == view.index_text()
@@ -526,3 +528,22 @@ def test_an_index_reference_that_does_not_resolve_is_an_integrity_error(
     seq = view_log.append(NewEvent(session_id="long", kind=INDEX_KIND, metadata=data))
     with pytest.raises(IntegrityError, match=f"eviction index at seq {seq} is malformed"):
         WorkingView.restore(view_log, "long", budget_tokens=4000)
+
+
+def test_without_an_index_the_view_evicts_the_same_way_and_shows_no_index(
+    view_log: EventLog,
+) -> None:
+    """The "Scroll w/o index" ablation: Algorithm 1 (persist, protect, fold, evict whole
+    exchanges) with no index: no index message, no eviction_index event; the restore state
+    goes to a view_state event whose spans carry no text, and a restart rebuilds the view."""
+    view, session = _long_session(view_log, 60, budget_tokens=4000, k=4, with_index=False)
+    check_invariants(view, view_log, session, None)
+    check_provider_messages(view)
+    assert view.metrics.evictions > 5 and view.metrics.folds > 10
+    assert view.index_text() == ""
+    assert all("[eviction index]" not in str(m["content"]) for m in view.render("openai"))
+    kinds = {row["kind"] for row in view_log.execute("SELECT kind FROM conversation_history")}
+    assert INDEX_KIND not in kinds and STATE_KIND in kinds
+    assert all(line.text == "" for block in view.index.blocks() for line in block.lines)
+    assert load_index(view_log, "long") is None  # what ms.index() reads
+    _restored_equals(view, view_log)

@@ -8,7 +8,7 @@ working view with its eviction index). User tools are registered with :func:`too
 Backends live in :mod:`scrollctx.agent.backends`; their main names are re-exported here.
 """
 
-from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, PolicyFactory, choose_model
+from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, choose_model
 from scrollctx.agent._events import (
     AgentEvent,
     ContextEvicted,
@@ -19,7 +19,14 @@ from scrollctx.agent._events import (
     ToolStep,
 )
 from scrollctx.agent._loop import AgentLoop, Limits
-from scrollctx.agent._policy import ContextPolicy, PreparedContext, ScrollPolicy, persist_message
+from scrollctx.agent._policy import (
+    ContextPolicy,
+    PolicyFactory,
+    PolicyRequest,
+    PreparedContext,
+    ScrollPolicy,
+    persist_message,
+)
 from scrollctx.agent._prompts import (
     PROMPT_FILES,
     RUBRICS,
@@ -77,6 +84,7 @@ __all__ = [
     "Observation",
     "PROMPT_FILES",
     "PolicyFactory",
+    "PolicyRequest",
     "PreparedContext",
     "PromptSet",
     "RUBRICS",

@@ -25,6 +25,12 @@ Ownership: an agent closes only what it created. A backend built from a spec is 
 :meth:`Agent.close`; a :class:`Backend` passed in stays open for its owner (so one loaded model
 can serve many agents, as the evaluation suite does).
 
+The paper's protocol (§3.3) in :meth:`Agent.ask`: the question's session opens from the
+carried index of the conversation it is about (written by ``scroll ingest``, see
+:mod:`scrollctx.view._carried`): the ``task_id``'s, or without one the store's only
+conversation's. The policy factory receives it in :class:`PolicyRequest`; a policy that shows
+no index ignores it.
+
 Prompts name only the tools the toolset has (see :mod:`scrollctx.agent._prompts`); with
 ``shows_index=False`` (a policy that shows no eviction index) they do not mention one. In memory
 mode (:meth:`Agent.ask`) the probe's own turns are kept out of full-text search.
@@ -40,18 +46,17 @@ from typing import Any
 
 from scrollctx.agent._events import AgentEvent, RunFinished
 from scrollctx.agent._loop import AgentLoop, Limits, new_id
-from scrollctx.agent._policy import ContextPolicy, ScrollPolicy
+from scrollctx.agent._policy import ContextPolicy, PolicyFactory, PolicyRequest, ScrollPolicy
 from scrollctx.agent._prompts import PromptSet, build_system_prompt, render_index_header
 from scrollctx.agent._tools import Expose, ToolContext, Toolset, UserTool, scroll_toolset, tool
 from scrollctx.agent.backends import Backend, resolve_model
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import ConfigError, UsageError
 from scrollctx.log import EventLog
+from scrollctx.view import carried_index, carried_task_ids
 
-__all__ = ["NO_MODEL_HELP", "Agent", "ChatSession", "PolicyFactory", "choose_model"]
+__all__ = ["NO_MODEL_HELP", "Agent", "ChatSession", "choose_model"]
 
-PolicyFactory = Callable[[EventLog, str, str, int, dict[str, Any]], ContextPolicy]
-"""Builds a session's context policy: (log, session_id, system_prompt, budget, event_fields)."""
 
 NO_MODEL_HELP = """\
 no model is configured and the local model is not installed. Configure one of:
@@ -110,12 +115,18 @@ def default_budget(backend: Backend) -> int:
     return min(window, _MAX_DEFAULT_BUDGET)
 
 
-def _scroll_policy(rho: float, k: int) -> PolicyFactory:
-    def factory(
-        log: EventLog, session_id: str, prompt: str, budget: int, fields: dict[str, Any]
-    ) -> ContextPolicy:
+def _scroll_policy(rho: float, k: int, with_index: bool) -> PolicyFactory:
+    def factory(request: PolicyRequest) -> ContextPolicy:
         return ScrollPolicy.open(
-            log, session_id, prompt, budget_tokens=budget, rho=rho, k=k, event_fields=fields
+            request.log,
+            request.session_id,
+            request.system_prompt,
+            budget_tokens=request.budget_tokens,
+            rho=rho,
+            k=k,
+            event_fields=request.event_fields,
+            initial_index=request.initial_index,
+            with_index=with_index,
         )
 
     return factory
@@ -134,7 +145,8 @@ class Agent:
             :func:`scroll_toolset`).
         policy: builds each session's :class:`ContextPolicy` (default :class:`ScrollPolicy`).
         shows_index: whether that policy shows an eviction index, so the prompts teach reading
-            it (default: True for the default policy, False for one passed in).
+            it (default: True for the default policy, False for one passed in). With the
+            default policy, False keeps Algorithm 1 and removes only the index (the ablation).
         sandbox: the kernel's sandbox profile (``strict``, ``best-effort``, ``off``).
         max_steps, max_tokens: when a run gives up (with a failure record).
         budget_tokens: the working view's window ``C`` (default from the backend).
@@ -184,8 +196,8 @@ class Agent:
         self.sandbox, self.cell_timeout, self.agent_id = sandbox, cell_timeout, agent_id
         self.options = dict(options or {})
         self._toolset_factory = toolset
-        self._policy_factory = policy or _scroll_policy(rho, k)
         self.shows_index = policy is None if shows_index is None else shows_index
+        self._policy_factory = policy or _scroll_policy(rho, k, self.shows_index)
         self._user_tools: list[UserTool] = [
             t if isinstance(t, UserTool) else tool(t) for t in tools
         ]
@@ -244,7 +256,10 @@ class Agent:
             self._check_task(task_id)
         session = new_id("ask")
         scratch = self.config.store_dir / "workspaces" / session
-        loop = self._loop("ask", session, task_id=task_id, scratch=scratch, rubric=rubric)
+        carried = self._carried_index(task_id)
+        loop = self._loop(
+            "ask", session, task_id=task_id, scratch=scratch, rubric=rubric, carried=carried
+        )
         try:
             yield from loop.iter_run(question)
         finally:
@@ -286,6 +301,7 @@ class Agent:
         scratch: Path,
         rubric: str | None,
         reply: bool = False,
+        carried: Mapping[str, Any] | None = None,
     ) -> AgentLoop:
         toolset = self._toolset_factory(tuple(self._user_tools))
         capabilities = toolset.capabilities(index=self.shows_index)
@@ -302,7 +318,8 @@ class Agent:
         # Only ``ms`` is bound to the task: a probe's own turns stay outside the conversation's
         # task, so a later probe's scope='task' search finds the conversation (see AgentLoop).
         fields = {"agent_id": self.agent_id}
-        policy = self._policy_factory(self.log, session_id, prompt, self.budget_tokens, fields)
+        request = PolicyRequest(self.log, session_id, prompt, self.budget_tokens, fields, carried)
+        policy = self._policy_factory(request)
         own_header = not capabilities.ms or "index" in self.prompts.replaced
         if isinstance(policy, ScrollPolicy) and policy.index_header is None and own_header:
             # The view's own header points at recall_history_python, which this toolset may
@@ -331,6 +348,15 @@ class Agent:
             events_in_task=mode != "ask",
             searchable=mode != "ask",
         )
+
+    def _carried_index(self, task_id: str | None) -> dict[str, Any] | None:
+        """The carried index of the conversation asked about (the store's only one if none)."""
+        if task_id is None:
+            only = carried_task_ids(self.log, limit=2)
+            if len(only) != 1:
+                return None
+            task_id = only[0]
+        return carried_index(self.log, task_id)
 
     def _check_task(self, task_id: str) -> None:
         rows = self.log.execute(

@@ -25,7 +25,7 @@ replaces the view's index header with one that names only the tools the model ha
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -34,7 +34,14 @@ from scrollctx.errors import UsageError
 from scrollctx.log import EventLog, NewEvent
 from scrollctx.view import INDEX_HEADER, INDEX_KIND, EvictionIndex, WorkingView, split_message
 
-__all__ = ["ContextPolicy", "PreparedContext", "ScrollPolicy", "persist_message"]
+__all__ = [
+    "ContextPolicy",
+    "PolicyFactory",
+    "PolicyRequest",
+    "PreparedContext",
+    "ScrollPolicy",
+    "persist_message",
+]
 
 _SHRINK = 0.7
 _INTERRUPTED = "not run: the session was interrupted before this call returned"
@@ -56,6 +63,21 @@ class PreparedContext:
     def evicted(self) -> bool:
         """Whether the policy removed or folded anything for this call."""
         return self.evicted_turns > 0 or self.tokens < self.tokens_before
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyRequest:
+    """What a :data:`PolicyFactory` gets to open the context of one session."""
+
+    log: EventLog
+    session_id: str
+    system_prompt: str
+    budget_tokens: int
+    event_fields: dict[str, Any]
+    """Lineage written on every event of the session (``agent_id``...)."""
+    initial_index: Mapping[str, Any] | None = None
+    """The carried index of the conversation a question is about (``Agent.ask``), if any:
+    a policy that shows an index opens a new session from it, others ignore it."""
 
 
 @runtime_checkable
@@ -83,6 +105,10 @@ class ContextPolicy(Protocol):
     def index_text(self) -> str:
         """Return the eviction index text ("" when there is none)."""
         ...
+
+
+PolicyFactory = Callable[[PolicyRequest], ContextPolicy]
+"""Builds a session's context policy from a :class:`PolicyRequest`."""
 
 
 def persist_message(
@@ -118,16 +144,19 @@ class ScrollPolicy:
         event_fields: Mapping[str, Any] | None = None,
         initial_index: EvictionIndex | Mapping[str, Any] | None = None,
         index_header: str | None = None,
+        with_index: bool = True,
     ) -> ScrollPolicy:
         """Open the session's view, restoring it from the log when the session has turns.
 
         ``initial_index`` (an index or its ``to_data`` form) seeds a session that has no
         events yet; a session that already has events keeps its own state and ignores it.
+        ``with_index=False`` evicts without an index (the ablation; ``initial_index`` is not
+        used).
 
         Raises:
             UsageError: ``initial_index`` is not an eviction index.
         """
-        if initial_index is not None and not _has_events(log, session_id):
+        if with_index and initial_index is not None and not _has_events(log, session_id):
             _hand_over(log, session_id, initial_index, event_fields or {})
         view = WorkingView.restore(
             log,
@@ -137,6 +166,7 @@ class ScrollPolicy:
             rho=rho,
             k=k,
             event_fields=dict(event_fields or {}),
+            with_index=with_index,
         )
         return cls(view, index_header=index_header)
 

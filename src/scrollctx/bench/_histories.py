@@ -7,11 +7,10 @@ Protocol:
   **session by session, in chronological order**, one transaction per session. No model call
   is made (unless a ``transform`` asks for one: the lossy-summary ablation).
 - At each session boundary the raw context is cleared: nothing of the session stays live, and
-  what is carried forward is Scroll's state only: the Event Log and an eviction index to which
-  each finished session adds one block (lines naming the exact ``seq`` spans of its turns; the
-  index rolls up as a working view's does). The index is stored in the log as an
-  ``eviction_index`` event of session :data:`INGEST_SESSION` (``with_index=False`` leaves it
-  out: the "Scroll w/o index" ablation).
+  what is carried forward is Scroll's state only: the Event Log and the conversation's carried
+  index, to which each finished session adds one block (:mod:`scrollctx.view._carried`, the
+  same index ``scroll ingest`` writes; ``with_index=False`` leaves it out: the "Scroll w/o
+  index" ablation). A probe (``Agent.ask`` with the history's task id) opens from it.
 - Every probe question runs in its own copy of the base store (:func:`copy_store`), so probes
   never see each other's turns, and may run in parallel.
 
@@ -30,30 +29,22 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 from scrollctx.bench._questions import History
 from scrollctx.errors import UsageError
 from scrollctx.ingest import get_importer, probe
-from scrollctx.log import Event, EventLog, NewEvent
-from scrollctx.view import INDEX_KIND, EvictionIndex, IndexBlock, IndexLine, estimate_tokens
+from scrollctx.log import EventLog, NewEvent
+from scrollctx.view import estimate_tokens, write_carried_indexes
 
 __all__ = [
-    "INGEST_SESSION",
     "BaseStore",
     "SessionTransform",
     "build_base_store",
-    "carried_index",
     "copy_store",
     "read_sessions",
 ]
 
-INGEST_SESSION = "bench:ingest"
-"""Session id of the carried eviction index written at ingestion."""
-
 _MARKER = "bench_store.json"
-_LINES_PER_SESSION = 8
-_LINE_CHARS = 200
 
 SessionTransform = Callable[[list[NewEvent]], tuple[list[NewEvent], int, int]]
 """Replaces a session's events (lossy summarization): returns (events, tokens in, tokens out)."""
@@ -108,7 +99,6 @@ def build_base_store(
     if store_dir.exists():
         shutil.rmtree(store_dir)
     store_dir.mkdir(parents=True)
-    index = EvictionIndex(k, INGEST_SESSION)
     counts = {"events": 0, "corpus": 0, "in": 0, "out": 0}
     sessions = read_sessions(history)
     with EventLog.open(store_dir / "history.db") as log:
@@ -120,11 +110,10 @@ def build_base_store(
                 events, tokens_in, tokens_out = transform(events)
                 counts["in"] += tokens_in
                 counts["out"] += tokens_out
-            stored = _append_session(log, events)
-            counts["events"] += len(stored)
-            index.add(_session_block(stored), len(stored))
-        wanted = sessions and with_index
-        index_seq = _write_index(log, index, history.key) if wanted else None
+            counts["events"] += len(log.append_many(events))
+        index_seq = None
+        if with_index:
+            index_seq = write_carried_indexes(log, [history.key], k=k).get(history.key)
     base = BaseStore(
         history.key,
         store_dir,
@@ -137,66 +126,6 @@ def build_base_store(
     )
     _write_marker(marker, base)
     return base
-
-
-def _append_session(log: EventLog, events: list[NewEvent]) -> list[Event]:
-    seqs = log.append_many(events)
-    return list(log.events(seqs))
-
-
-def _session_block(events: list[Event]) -> IndexBlock:
-    """One block per session: up to eight lines, each a contiguous run of its turns."""
-    size = -(-len(events) // _LINES_PER_SESSION)
-    lines = []
-    for start in range(0, len(events), size):
-        chunk = events[start : start + size]
-        text = chunk[0].label or chunk[0].content[:_LINE_CHARS]
-        if start == 0:
-            text = f"{_session_tag(chunk[0])} {text}"
-        if len(chunk) > 1:
-            text = f"{text} … ({len(chunk)} turns)"
-        lines.append(IndexLine(chunk[0].seq, chunk[-1].seq, "turn", _clip(text)))
-    return IndexBlock(lines)
-
-
-def _session_tag(event: Event) -> str:
-    date = event.metadata.get("date")
-    return f"[Session {event.step_index} | {date}]" if date else f"[Session {event.step_index}]"
-
-
-def _clip(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _LINE_CHARS else flat[: _LINE_CHARS - 1] + "…"
-
-
-def _write_index(log: EventLog, index: EvictionIndex, task_id: str) -> int:
-    last = max((b.hi for b in index.blocks()), default=0)
-    data = index.to_data({"live_from": last + 1, "pinned": [], "folded": []})
-    return log.append(
-        NewEvent(
-            session_id=INGEST_SESSION,
-            kind=INDEX_KIND,
-            role="system",
-            content=f"ingestion index: {index.counters['evictions']} sessions, "
-            f"{index.block_count()} blocks",
-            task_id=task_id,
-            metadata=data,
-            searchable=False,
-        )
-    )
-
-
-def carried_index(log: EventLog) -> dict[str, Any] | None:
-    """The eviction index carried from ingestion, as data (``None`` when there is none)."""
-    rows = log.execute(
-        "SELECT seq FROM conversation_history WHERE session_id = ? AND kind = ? "
-        "ORDER BY seq DESC LIMIT 1",
-        (INGEST_SESSION, INDEX_KIND),
-    )
-    if not rows:
-        return None
-    event = log.get(int(rows[0]["seq"]))
-    return dict(event.metadata) if event is not None else None
 
 
 def copy_store(base: Path, target: Path) -> Path:

@@ -1,14 +1,13 @@
 """Context policies for the evaluation's systems, built on the agent's ``ContextPolicy`` seam.
 
-- :func:`scroll_policy`: Scroll's working view (the agent's ``ScrollPolicy``) opened on a probe
-  session that starts with the eviction index carried from ingestion (paper §3.3), handed over
-  through ``ScrollPolicy.open(..., initial_index=...)``.
+Scroll's own systems use the agent's default policy (its ``ScrollPolicy``, opened on the
+probe session from the conversation's carried index, paper §3.3).
+
 - :class:`WindowPolicy`: no Scroll: every turn of the session is sent, and when the window is
   exceeded the oldest exchanges are dropped (a tool call leaves with its results); if the
   first message alone is too long, its text is cut from the front, so the most recent part of
   a long history stays. Used by the summarization, retrieval, CodeAct and long-context
-  baselines, and by the "Scroll w/o index" ablation (keyword search only: evicted turns leave
-  the context with no index in the view, in ``ms.index()`` or anywhere in the probe's store).
+  baselines (the "Scroll w/o index" ablation keeps Scroll's view, without its index).
 
 Invariants: every message is appended to the Event Log before it is kept; the first message
 (the task) is never dropped, only cut; a tool call is never sent without its results.
@@ -23,48 +22,31 @@ from scrollctx.agent import (
     ContextPolicy,
     Message,
     PolicyFactory,
+    PolicyRequest,
     PreparedContext,
-    ScrollPolicy,
     persist_message,
 )
-from scrollctx.bench._histories import carried_index
 from scrollctx.log import EventLog
 from scrollctx.view import estimate_tokens
 
-__all__ = ["WindowPolicy", "scroll_policy", "window_policy"]
+__all__ = ["WindowPolicy", "window_policy"]
 
 _OVERHEAD = 4
 _SHRINK = 0.7
 _CUT_NOTE = "[the beginning of this message was cut to fit the context window]\n"
 
 
-def scroll_policy(*, rho: float = 0.8, k: int = 4) -> PolicyFactory:
-    """A factory for Scroll's policy on a probe session with the ingestion index carried."""
-
-    def factory(
-        log: EventLog, session_id: str, prompt: str, budget: int, fields: dict[str, Any]
-    ) -> ContextPolicy:
-        return ScrollPolicy.open(
-            log,
-            session_id,
-            prompt,
-            budget_tokens=budget,
-            rho=rho,
-            k=k,
-            event_fields=fields,
-            initial_index=carried_index(log),
-        )
-
-    return factory
-
-
 def window_policy() -> PolicyFactory:
-    """A factory for :class:`WindowPolicy`."""
+    """A factory for :class:`WindowPolicy` (a carried index is not shown: it has none)."""
 
-    def factory(
-        log: EventLog, session_id: str, prompt: str, budget: int, fields: dict[str, Any]
-    ) -> ContextPolicy:
-        return WindowPolicy(log, session_id, prompt, budget_tokens=budget, event_fields=fields)
+    def factory(request: PolicyRequest) -> ContextPolicy:
+        return WindowPolicy(
+            request.log,
+            request.session_id,
+            request.system_prompt,
+            budget_tokens=request.budget_tokens,
+            event_fields=request.event_fields,
+        )
 
     return factory
 

@@ -9,8 +9,8 @@ scroll         the full system: history in the Event Log, the eviction index car
                ingestion, ``repl_exec`` + ``recall_history_python`` (``ms``) + ``submit_answer``
 scroll-norepl  ablation: ``ms.search`` / ``ms.expand`` / ``ms.sql_query`` as ordinary JSON tool
                calls, no persistent kernel
-scroll-noindex ablation: the eviction index removed, keyword search only: the store holds no
-               ingestion index and the probe's context drops evicted turns without one
+scroll-noindex ablation: the eviction index removed and nothing else: the store holds no
+               carried index and the probe's view evicts (Algorithm 1) without one
 lossy-summary  ablation: each session summarized at ingestion, the summaries replace the
                originals in the Event Log; then as ``scroll``
 summary        baseline: a running summary compacted at every session boundary (and per chunk
@@ -55,7 +55,7 @@ from scrollctx.agent import (
     scroll_toolset,
 )
 from scrollctx.bench._histories import BaseStore, build_base_store, copy_store, read_sessions
-from scrollctx.bench._policies import scroll_policy, window_policy
+from scrollctx.bench._policies import window_policy
 from scrollctx.bench._questions import History, Question, locomo_options
 from scrollctx.bench._summaries import Summarizer, lossy_transform, session_text
 from scrollctx.config import Config
@@ -216,7 +216,7 @@ class System:
         )
 
     def _agent_parts(self) -> dict[str, Any]:
-        return {"policy": scroll_policy(), "shows_index": True}
+        return {}  # the agent's own policy: Scroll's view, opened from the carried index
 
     def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
         return agent.ask(
@@ -264,15 +264,17 @@ class NoReplSystem(System):
     name = "scroll-norepl"
 
     def _agent_parts(self) -> dict[str, Any]:
-        return {"policy": scroll_policy(), "shows_index": True, "toolset": json_memory_toolset}
+        return {"toolset": json_memory_toolset}
 
 
 class NoIndexSystem(System):
-    """Scroll without the eviction index: the Event Log, ``ms`` and the REPL, no index at all.
+    """Scroll without the eviction index, and only without it: the Event Log, ``ms``, the REPL
+    and Algorithm 1 (persist, protect, fold, evict whole exchanges) as in ``scroll``.
 
-    Its base store is built without the ingestion index, and its probe context drops evicted
-    turns without writing one, so neither the view, ``ms.index()``, ``ms.session()`` nor SQL
-    can reach an index.
+    Its base store is built without the carried index, and its probe's view evicts into no
+    index (``shows_index=False``: nothing in the view, no ``eviction_index`` event), so neither
+    the view, ``ms.index()``, ``ms.session()`` nor SQL can reach one. The prompts do not
+    mention an index.
     """
 
     name = "scroll-noindex"
@@ -282,7 +284,7 @@ class NoIndexSystem(System):
         return build_base_store(history, folder, with_index=False)
 
     def _agent_parts(self) -> dict[str, Any]:
-        return {"policy": window_policy(), "shows_index": False}
+        return {"shows_index": False}
 
 
 class LossySummarySystem(System):

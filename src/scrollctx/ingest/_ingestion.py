@@ -15,6 +15,9 @@ Invariants:
   type, a line that is not JSON or not UTF-8, a truncated last line), reported with its file
   and line in ``problems``; the rest of the file is still imported.
 - Library code never prints: progress goes to the optional callbacks only.
+- After a successful import, each conversation it touched has its carried index (paper §3.3:
+  one block per session, :func:`scrollctx.view.write_carried_indexes`) brought up to date, so
+  a question about it opens from it; re-importing the same input writes none.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from scrollctx.ingest._registry import (
 from scrollctx.ingest._transcript import Skip
 from scrollctx.ingest._turns import natural_key
 from scrollctx.log import EventLog, NewEvent
+from scrollctx.view import write_carried_indexes
 
 __all__ = [
     "FORMATS",
@@ -159,6 +163,7 @@ def ingest_path(
             on_file(file, index, len(sources))
         share = by_format.setdefault(importer.name, _Tally())
         _ingest_file(log, file, sample, importer, (tally, share), progress, batch_size)
+    write_carried_indexes(log, tally.conversations)  # paper §3.3: see scrollctx.view._carried
     return IngestReport(
         path=str(path),
         format="+".join(sorted(by_format)),

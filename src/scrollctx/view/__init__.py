@@ -3,9 +3,19 @@
 Turns live in the view as provider-neutral records bound to Event Log ``seq`` numbers; the view
 renders them for OpenAI or Anthropic, keeps itself under ``rho * C`` by folding tool payloads
 and evicting whole exchanges into a tiered index, and can be rebuilt from the log after a
-restart. Only the standard library and the log layer are used.
+restart. Only the standard library and the log layer are used. The carried index
+(:func:`write_carried_indexes`) is the eviction index of an imported conversation, one block
+per session, written at ingestion and handed to every question about it.
 """
 
+from scrollctx.view._carried import (
+    CARRIED_PREFIX,
+    build_carried_index,
+    carried_index,
+    carried_session,
+    carried_task_ids,
+    write_carried_indexes,
+)
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
 from scrollctx.view._reports import EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._simulate import SimulationResult, simulate
@@ -22,6 +32,7 @@ from scrollctx.view.headlines import (
 from scrollctx.view.tokens import TokenCounter, estimate_tokens
 
 __all__ = [
+    "CARRIED_PREFIX",
     "EvictionIndex",
     "EvictionReport",
     "HEADLINE_PROMPT",
@@ -39,10 +50,15 @@ __all__ = [
     "VIEW_KEY",
     "ViewMetrics",
     "WorkingView",
+    "build_carried_index",
+    "carried_index",
+    "carried_session",
+    "carried_task_ids",
     "estimate_tokens",
     "load_index",
     "parse_headline",
     "simulate",
     "split_message",
     "strip_headline",
+    "write_carried_indexes",
 ]

@@ -21,6 +21,14 @@ Real user requests inside a span are **anchors**: a tier-0 line of its own
 merged line; once rolled up, carried on the collapsed line: the oldest and the newest request
 of the span (their label, up to ``ANCHOR_CHARS``) and the count of all of them.
 
+Imported sessions (the carried index, :mod:`scrollctx.view._carried`) are **session marks**:
+the line where a session starts carries ``{"n", "seq", "date"}``, and a collapsed line keeps
+the marks of every line it replaces, all of them. So every session stays addressable at a
+glance however far it rolled up: a line covering several sessions renders as ``Sessions 1-16
+(first date … last date): first text … last text`` followed by ``sessions start at: S1@1
+S2@131 …``, about five tokens per session. A rolled-up line's text is always the first and
+the last content text of what it replaces (never a count, which the span already gives).
+
 Data shape (``to_data()``; ``ms.index()``; the ``eviction_index`` event's metadata, where a
 block an earlier event already holds is stored as a reference, see :mod:`._stored`)::
 
@@ -33,7 +41,7 @@ block an earlier event already holds is stored as a reference, see :mod:`._store
             {"lo": 101, "hi": 101, "kind": "user", "text": "user: fix the parser",
              "anchors": [{"seq": 101, "text": "fix the parser"}], "anchor_count": 1},
             {"lo": 102, "hi": 118, "kind": "turn", "text": "⟦ parser | … | done ⟧",
-             "anchors": [], "anchor_count": 0}]}]},
+             "anchors": [], "anchor_count": 0}]}]},   # + "sessions": [...] on session marks
         {"tier": 1, "blocks": [...]}],
       "view_state": {"live_from": 119, "pinned": [], "folded": [120, 124]}   # restore state
     }
@@ -87,10 +95,12 @@ class IndexLine:
     text: str
     anchors: list[dict[str, Any]] = field(default_factory=list)
     anchor_count: int = 0
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    """Session marks: the imported sessions that start inside this line's span, in order."""
 
     def to_data(self) -> dict[str, Any]:
-        """Return the line as JSON-able data."""
-        return {
+        """Return the line as JSON-able data (``sessions`` only when it has marks)."""
+        data = {
             "lo": self.lo,
             "hi": self.hi,
             "kind": self.kind,
@@ -98,6 +108,9 @@ class IndexLine:
             "anchors": copy.deepcopy(self.anchors),
             "anchor_count": self.anchor_count,
         }
+        if self.sessions:
+            data["sessions"] = copy.deepcopy(self.sessions)
+        return data
 
     @classmethod
     def from_data(cls, data: dict[str, Any]) -> IndexLine:
@@ -109,18 +122,34 @@ class IndexLine:
             data["text"],
             data["anchors"],
             data["anchor_count"],
+            list(data.get("sessions", [])),
         )
 
     def render(self) -> str:
         """Return the line as the model reads it."""
         span = f"seq {self.lo}" if self.lo == self.hi else f"seq {self.lo}-{self.hi}"
-        text = f"  · {span}  {self.text}"
+        text = f"  · {span}  {_session_title(self.sessions)}{self.text}"
+        if len(self.sessions) > 1:
+            starts = " ".join(f"S{mark['n']}@{mark['seq']}" for mark in self.sessions)
+            text += f"\n      sessions start at: {starts}"
         if self.kind == "user" or not self.anchor_count:
             return text
         shown = "; ".join(f'seq {a["seq"]} "{a["text"]}"' for a in self.anchors)
         more = self.anchor_count - len(self.anchors)
         suffix = f" (+{more} more)" if more > 0 else ""
         return f"{text}\n      user asked: {shown}{suffix}"
+
+
+def _session_title(marks: list[dict[str, Any]]) -> str:
+    """``[Session 3 | 2024-03-05] `` for one mark; ``Sessions 1-16 (… … …): `` for several."""
+    if not marks:
+        return ""
+    first, last = marks[0], marks[-1]
+    if len(marks) == 1:
+        date = f" | {first['date']}" if first.get("date") else ""
+        return f"[Session {first['n']}{date}] "
+    dates = f" ({first['date']} … {last['date']})" if first.get("date") and last.get("date") else ""
+    return f"Sessions {first['n']}-{last['n']}{dates}: "
 
 
 @dataclass(slots=True)
@@ -155,8 +184,10 @@ class IndexBlock:
         texts = texts or [line.text for line in self.lines]
         head = _clip(texts[0].split(_ELLIPSIS)[0], _HALF_CHARS)
         tail = _clip(texts[-1].split(_ELLIPSIS)[-1], _HALF_CHARS)
-        text = head if head == tail else head + _ELLIPSIS + tail
-        return IndexLine(self.lo, self.hi, "rollup", text, *merge_anchors(self.lines))
+        text = head if head == tail else head.rstrip("…").rstrip() + _ELLIPSIS + tail
+        anchors, count = merge_anchors(self.lines)
+        marks = [copy.deepcopy(mark) for line in self.lines for mark in line.sessions]
+        return IndexLine(self.lo, self.hi, "rollup", text, anchors, count, marks)
 
 
 class EvictionIndex:

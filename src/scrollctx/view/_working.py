@@ -17,6 +17,12 @@ Algorithm 1 whenever the view exceeds ``rho * budget_tokens``:
    earlier index event of the session already holds are stored by reference
    (:mod:`scrollctx.view._stored`), so each event describes the whole index at a small cost.
 
+``with_index=False`` is the paper's "Scroll w/o index" ablation: the same steps 1-4, but the
+evicted span enters no index. Nothing is rendered in its place and no ``eviction_index`` event
+is written; the view's restore state goes to a ``view_state`` event instead, whose index data
+keeps the evicted spans without any text (so ``ms.index()``, SQL and the view show no map of
+the past, and a restart still knows what was evicted).
+
 Only if the view is still over budget does a second pass fold and evict inside the active
 turn, keeping the request itself live ("pinned"). If even then the view exceeds
 ``budget_tokens`` (the window), :class:`~scrollctx.errors.ContextOverflow` is raised.
@@ -50,17 +56,20 @@ from scrollctx.view._eviction import (
     group_turns,
     protected_suffix,
 )
-from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock
+from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
 from scrollctx.view._render import merge_anthropic, to_anthropic, to_openai, user_text
 from scrollctx.view._reports import EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._stored import Locations, pack, stored_locations, unpack
 from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn_from_event
 from scrollctx.view.tokens import MESSAGE_OVERHEAD, TokenCounter
 
-__all__ = ["DIGEST_HEADER", "INDEX_KIND", "WorkingView", "load_index"]
+__all__ = ["DIGEST_HEADER", "INDEX_KIND", "STATE_KIND", "WorkingView", "load_index"]
 
 INDEX_KIND = "eviction_index"
 """Event kind of the persisted index (``metadata``: :meth:`EvictionIndex.to_data`, packed)."""
+
+STATE_KIND = "view_state"
+"""Event kind of a view without an index: the evicted spans (no text) and the restore state."""
 
 DIGEST_HEADER = (
     "[namespace digest] Variables resident in your kernel (this is state, not a user message):\n"
@@ -105,6 +114,8 @@ class WorkingView:
         tail_groups: how many of the newest groups are protected.
         keep_results: how many of the newest tool results are protected.
         event_fields: lineage written on every event this view appends (agent_id, run_id…).
+        with_index: evicted spans enter the eviction index (Algorithm 1); False evicts the
+            same way and keeps no index (see the module docstring).
     """
 
     def __init__(
@@ -121,6 +132,7 @@ class WorkingView:
         tail_groups: int = 2,
         keep_results: int = 3,
         event_fields: dict[str, Any] | None = None,
+        with_index: bool = True,
     ) -> None:
         _check_settings(session_id, budget_tokens, rho, k, tail_groups, keep_results)
         if evict_to is not None and not 0 < evict_to <= rho:
@@ -135,6 +147,7 @@ class WorkingView:
         self.keep_results = keep_results
         self.counter = counter or TokenCounter()
         self.event_fields = dict(event_fields or {})
+        self.with_index = with_index
         self.index = EvictionIndex(k, session_id)
         self.metrics = ViewMetrics()
         self._stored: Locations = {}
@@ -464,6 +477,10 @@ class WorkingView:
             )
             plan.pin = request
         plan.block = build_block(self._turns, chosen)
+        if not self.with_index:  # only the spans, for restore
+            plan.block = IndexBlock(
+                [IndexLine(line.lo, line.hi, line.kind, "") for line in plan.block.lines]
+            )
         plan.index = self.index.copy()
         plan.rollups = plan.index.add(plan.block, evicted)
 
@@ -477,6 +494,8 @@ class WorkingView:
         if request is not None and not request.pinned:
             at = self._turns.index(request)
             groups.insert(0, Group(at, at + 1, True))
+        if not self.with_index:
+            return 0
         text = build_block(self._turns, groups).render()
         base = 0 if self._index_text else self._message_raw(INDEX_HEADER) + 8
         return self.counter.raw(text) + 1 + base
@@ -490,11 +509,12 @@ class WorkingView:
         data["counters"].update(self._counters(plan))
         packed = pack(data, self._stored)
         span = f"; newest span seq {plan.block.lo}-{plan.block.hi}" if plan.block else ""
+        what = "eviction index" if self.with_index else "view state"
         event = NewEvent(
             session_id=self.session_id,
-            kind=INDEX_KIND,
+            kind=INDEX_KIND if self.with_index else STATE_KIND,
             role="system",
-            content=f"eviction index: {index.counters['evictions']} evictions, "
+            content=f"{what}: {index.counters['evictions']} evictions, "
             f"{index.block_count()} blocks{span}",
             metadata=packed,
             searchable=False,
@@ -542,7 +562,8 @@ class WorkingView:
         self.metrics.folds += len(plan.folds)
         if plan.index is not None and plan.block is not None:
             self.index = plan.index
-            self._set_index_text(self.index.render())
+            if self.with_index:
+                self._set_index_text(self.index.render())
             report.evicted.append((plan.block.lo, plan.block.hi))
             report.rollups += plan.rollups
             self.metrics.evictions += 1
@@ -565,7 +586,8 @@ class WorkingView:
         ``settings`` are the constructor's keyword arguments; ``k`` comes from the stored index
         when there is one.
         """
-        latest = _latest_index_event(log, session_id)
+        kind = INDEX_KIND if settings.get("with_index", True) else STATE_KIND
+        latest = _latest_index_event(log, session_id, kind)
         state: dict[str, Any] = {"live_from": 1, "pinned": [], "folded": []}
         try:
             if latest is not None:
@@ -574,7 +596,8 @@ class WorkingView:
             if latest is not None:
                 data, view._stored = unpack(latest.metadata, latest.seq, view._index_metadata)
                 view.index = EvictionIndex.from_data(data)
-                view._set_index_text(view.index.render())
+                if view.with_index:
+                    view._set_index_text(view.index.render())
                 state = data.get("view_state", state)
                 view._restore_metrics(data["counters"])
             view._restore_turns(state, after_index=latest.seq if latest else 0)
@@ -590,7 +613,8 @@ class WorkingView:
 
     def _index_metadata(self, seq: int) -> dict[str, Any] | None:
         event = self.log.get(seq)
-        if event is None or event.session_id != self.session_id or event.kind != INDEX_KIND:
+        kind = INDEX_KIND if self.with_index else STATE_KIND
+        if event is None or event.session_id != self.session_id or event.kind != kind:
             return None
         return event.metadata
 
@@ -695,10 +719,10 @@ def load_index(log: EventLog, session_id: str) -> dict[str, Any] | None:
     return data
 
 
-def _latest_index_event(log: EventLog, session_id: str) -> Event | None:
+def _latest_index_event(log: EventLog, session_id: str, kind: str = INDEX_KIND) -> Event | None:
     rows = log.execute(
         "SELECT seq FROM conversation_history WHERE session_id = ? AND kind = ? "
         "ORDER BY seq DESC LIMIT 1",
-        (session_id, INDEX_KIND),
+        (session_id, kind),
     )
     return log.get(int(rows[0]["seq"])) if rows else None
