@@ -2,12 +2,14 @@
 never drives the terminal; piped output stays exact.
 
 Each command runs as the installed ``scroll`` in its own process, its stdout and stderr on the
-slave side of a pty (``pty.openpty``; the process sees a real terminal), and again piped.
+slave side of a pty (``pty.openpty``; the process sees a real terminal), and again in this
+process with its output captured (not a terminal).
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import json
 import os
 import pty
@@ -23,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from scrollctx.cli import run
 from scrollctx.cli._app import terminal_safe
 from scrollctx.log import EventLog, NewEvent
 from scrollctx.view import WorkingView
@@ -47,14 +50,17 @@ SHOWN = ["\\x1b]0;owned\\x07", "\\x1b]52;c;", "\\x9b31m", "\\u202eevil\\u202c", 
 SESSION = "sess\u202eion"
 
 
-def _run_on_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
+def _run_on_terminal(args: list[str], env: dict[str, str], stdin: str = "") -> tuple[int, str]:
     """Run ``scroll args`` with stdout and stderr on a raw pty; return its code and output."""
     master, slave = pty.openpty()
     tty.setraw(slave)  # no newline translation: the bytes the program wrote, exactly
     proc = subprocess.Popen(
-        [str(SCROLL), *args], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, env=env
+        [str(SCROLL), *args], stdin=subprocess.PIPE, stdout=slave, stderr=slave, env=env
     )
     os.close(slave)
+    assert proc.stdin is not None
+    proc.stdin.write(stdin.encode("utf-8"))
+    proc.stdin.close()
     chunks: list[bytes] = []
     deadline = time.monotonic() + 120
     try:
@@ -78,11 +84,24 @@ def _run_on_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str]:
     return code, b"".join(chunks).decode("utf-8")
 
 
-def _run_piped(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
-    done = subprocess.run(
-        [str(SCROLL), *args], capture_output=True, text=True, env=env, timeout=120
-    )
-    return done.returncode, done.stdout, done.stderr
+class Piped:
+    """The same command in this process, its output captured (not a terminal): the exact text."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+        self.capsys, self.monkeypatch = capsys, monkeypatch
+
+    def __call__(self, args: list[str], store: Path, stdin: str = "") -> tuple[int, str, str]:
+        self.monkeypatch.setenv("SCROLL_STORE", str(store))
+        self.monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        self.capsys.readouterr()
+        code = run(args)
+        captured = self.capsys.readouterr()
+        return code, captured.out, captured.err
+
+
+@pytest.fixture
+def piped(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Piped:
+    return Piped(capsys, monkeypatch)
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +150,7 @@ COMMANDS = {
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_terminal_sees_hostile_text_escaped_and_a_pipe_sees_it_exact(
-    hostile_store: Path, command: str
+    hostile_store: Path, command: str, piped: Piped
 ) -> None:
     args, env = COMMANDS[command], _env(hostile_store)
     code, screen = _run_on_terminal(args, env)
@@ -140,7 +159,7 @@ def test_a_terminal_sees_hostile_text_escaped_and_a_pipe_sees_it_exact(
         assert json.loads(screen)[0]["content"] == f"payload {HOSTILE}"  # same data, escaped
     elif command != "sessions":  # (sessions shows only the session id: its bidi control)
         assert all(shown in screen for shown in SHOWN[:2]), screen
-    piped_code, out, err = _run_piped(args, env)
+    piped_code, out, err = piped(args, hostile_store)
     assert piped_code == code
     if command == "search --json":  # JSON escapes controls itself; the rest passes as it is
         assert json.loads(out)[0]["content"] == f"payload {HOSTILE}" and "\u202e" in out
@@ -148,21 +167,45 @@ def test_a_terminal_sees_hostile_text_escaped_and_a_pipe_sees_it_exact(
         assert (SESSION if command == "sessions" else "\x1b]52;c;cGF5bG9hZA==\x07") in out + err
 
 
-def test_ask_shows_the_model_reply_and_steps_escaped_on_a_terminal(
-    hostile_store: Path, model: ScriptedOpenAIServer
+AGENT = {
+    "ask": (["ask", "what did I say?"], ""),
+    "run": (["run", "count the files"], ""),
+    "chat": (["chat", "--new"], "hello\n"),
+}
+
+
+@pytest.mark.parametrize("command", sorted(AGENT))
+def test_the_model_reply_and_steps_are_escaped_on_a_terminal(
+    hostile_store: Path, model: ScriptedOpenAIServer, tmp_path: Path, command: str, piped: Piped
 ) -> None:
-    model.enqueue_tool_calls([("submit_answer", {"answer": HOSTILE})])
     env = _env(hostile_store)
-    args = ["ask", "--model", "openai:scripted-model", "--base-url", model.base_url,
-            "--sandbox", "best-effort", "what did I say?"]  # fmt: skip
-    code, screen = _run_on_terminal(args, env)
+    args, stdin = AGENT[command]
+    args = [*args, "--model", "openai:scripted-model", "--base-url", model.base_url,
+            "--sandbox", "best-effort"]  # fmt: skip
+    if command == "run":
+        args += ["--workspace", str(tmp_path)]
+    model.enqueue_tool_calls([("submit_answer", {"answer": HOSTILE})])
+    code, screen = _run_on_terminal(args, env, stdin)
     assert code == 0, screen
     screen = re.sub(r"\x1b\[[0-9;]*m", "", screen)  # rich's own styling of the step lines
     assert not [c for c in RAW if c in screen], screen
     assert "\\x1b]52;c;" in screen.splitlines()[-1]  # the answer, on stdout
     model.enqueue_tool_calls([("submit_answer", {"answer": HOSTILE})])
-    code, out, _ = _run_piped(args, env)
+    code, out, _ = piped(args, hostile_store, stdin)
     assert code == 0 and out == HOSTILE + "\n"
+
+
+def test_bench_report_names_a_hostile_file_escaped_on_a_terminal(
+    tmp_path: Path, piped: Piped
+) -> None:
+    results = tmp_path / f"results{HOSTILE.replace(chr(0x2028), '')}.jsonl"
+    results.write_text("{not json\n", encoding="utf-8")
+    args = ["bench", "report", str(results), "--out", str(tmp_path / "report")]
+    code, screen = _run_on_terminal(args, _env(tmp_path))
+    assert code == 2, screen
+    assert not [c for c in RAW if c in screen] and "\\x1b]52;c;" in screen, screen
+    code, _, err = piped(args, tmp_path)
+    assert code == 2 and "\x1b]52;c;cGF5bG9hZA==\x07" in err
 
 
 def test_terminal_safe_escapes_whole_unicode_categories_not_a_hand_list() -> None:
