@@ -1,8 +1,11 @@
-"""Real damage to real store files: flip one byte on disk where a known value is stored."""
+"""Real damage to real store files (a byte flipped on disk), and a store from before checksums."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
+
+from scrollctx.log import EventLog, NewEvent
 
 
 def flip_byte(path: Path, marker: bytes, *, offset: int = 0, xor: int = 0x20) -> int:
@@ -25,3 +28,29 @@ def flip_byte(path: Path, marker: bytes, *, offset: int = 0, xor: int = 0x20) ->
         raise AssertionError(f"{marker!r} does not occur in {path}")
     path.write_bytes(bytes(data))
     return found
+
+
+_BEFORE_CHECKSUMS = """
+INSERT INTO conversation_history(session_id, kind, content, metadata, tool_input, created_at)
+VALUES ('old', 'user_message', 'an older kestrel', '{"date":"2024-01-01"}', NULL, 't1'),
+       ('old', 'tool_call', '', '{}', '{"q":[1,2]}', 't2');
+"""
+
+
+def store_before_checksums(path: Path) -> None:
+    """A store at m003, the last schema without checksums, holding two rows."""
+    with EventLog.open(path) as log:
+        log.append(NewEvent(session_id="seed", kind="k"))  # creates everything, then strip it
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TRIGGER ch_no_update")
+        conn.execute("DROP TRIGGER ch_no_delete")
+        conn.execute("DELETE FROM conversation_history_fts")
+        conn.execute("DELETE FROM conversation_history")
+        conn.execute("ALTER TABLE conversation_history DROP COLUMN checksum")
+        conn.execute("DELETE FROM _migrations WHERE name = 'm004_event_checksums'")
+        conn.executescript(_BEFORE_CHECKSUMS)
+        for action in ("UPDATE", "DELETE"):
+            conn.execute(
+                f"CREATE TRIGGER ch_no_{action.lower()} BEFORE {action} ON conversation_history "
+                f"BEGIN SELECT RAISE(ABORT, 'append-only: {action} refused'); END"
+            )

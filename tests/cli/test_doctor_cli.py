@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from damage import flip_byte
+from damage import flip_byte, store_before_checksums
 from scrollctx.cli import run
 from scrollctx.log import EventLog, NewEvent
 
@@ -84,3 +84,16 @@ def test_the_installed_command_exits_3(store: Path) -> None:
     )
     assert done.returncode == 3, done.stderr
     assert "seq 2" in done.stdout and "seq 2, 3" in done.stderr
+
+
+def test_a_store_from_before_checksums_is_upgraded_by_doctor(
+    store_dir: Path, capsys: Capture
+) -> None:
+    store_before_checksums(store_dir / "history.db")
+    assert run(["search", "kestrel", "--store", str(store_dir)]) == 1
+    assert f"scroll doctor --upgrade --store {store_dir}" in capsys.readouterr().err
+    assert run(["doctor", "--store", str(store_dir)]) == 1  # checking alone never writes
+    assert run(["doctor", "--upgrade", "--store", str(store_dir)]) == 0
+    assert "ok (2 events" in capsys.readouterr().out
+    assert run(["expand", "1-9", "--json", "--store", str(store_dir)]) == 0  # rows verified
+    assert [r["content"] for r in json.loads(capsys.readouterr().out)] == ["an older kestrel", ""]

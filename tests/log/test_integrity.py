@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from damage import flip_byte
+from damage import flip_byte, store_before_checksums
 from scrollctx.errors import IntegrityError, StoreError, UsageError
 from scrollctx.log import CHECKSUM_COLUMNS, EventLog, NewEvent, event_checksum, stored_checksum
 from scrollctx.log._schema import MIGRATIONS
@@ -122,35 +122,9 @@ def test_values_sqlite_would_convert_are_refused_before_anything_is_written(
     assert event_log.count() == 0
 
 
-_BEFORE_CHECKSUMS = """
-INSERT INTO conversation_history(session_id, kind, content, metadata, tool_input, created_at)
-VALUES ('old', 'user_message', 'an older kestrel', '{"date":"2024-01-01"}', NULL, 't1'),
-       ('old', 'tool_call', '', '{}', '{"q":[1,2]}', 't2');
-"""
-
-
-def _store_before_checksums(path: Path) -> None:
-    """A store at m003, the last schema without checksums, holding two rows."""
-    with EventLog.open(path) as log:
-        log.append(NewEvent(session_id="seed", kind="k"))  # creates everything, then strip it
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TRIGGER ch_no_update")
-        conn.execute("DROP TRIGGER ch_no_delete")
-        conn.execute("DELETE FROM conversation_history_fts")
-        conn.execute("DELETE FROM conversation_history")
-        conn.execute("ALTER TABLE conversation_history DROP COLUMN checksum")
-        conn.execute("DELETE FROM _migrations WHERE name = 'm004_event_checksums'")
-        conn.executescript(_BEFORE_CHECKSUMS)
-        for action in ("UPDATE", "DELETE"):
-            conn.execute(
-                f"CREATE TRIGGER ch_no_{action.lower()} BEFORE {action} ON conversation_history "
-                f"BEGIN SELECT RAISE(ABORT, 'append-only: {action} refused'); END"
-            )
-
-
 def test_the_upgrade_backfills_every_row_and_keeps_the_log_append_only(store_dir: Path) -> None:
     path = store_dir / "history.db"
-    _store_before_checksums(path)
+    store_before_checksums(path)
     with EventLog.open(path) as log:
         events = log.span(1, 99)
         assert [e.content for e in events][-2:] == ["an older kestrel", ""]
@@ -162,7 +136,7 @@ def test_the_upgrade_backfills_every_row_and_keeps_the_log_append_only(store_dir
 
 def test_an_upgrade_that_fails_changes_nothing(store_dir: Path) -> None:
     path = store_dir / "history.db"
-    _store_before_checksums(path)
+    store_before_checksums(path)
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TRIGGER ch_no_update")  # plant a row whose text is not UTF-8
         conn.execute("UPDATE conversation_history SET content = CAST(x'41ff' AS TEXT)")

@@ -16,20 +16,25 @@ from scrollctx.cli._app import emit, json_option, store_option
 from scrollctx.config import Config
 from scrollctx.errors import IntegrityError, KernelError
 from scrollctx.kernel import doctor
-from scrollctx.log import StoreCheck, check_store
+from scrollctx.log import EventLog, StoreCheck, check_store
 
 __all__ = ["doctor_command", "raise_if_damaged"]
 
 
 @click.command("doctor")
+@click.option(
+    "--upgrade", is_flag=True, help="First upgrade a store from before per-event checksums."
+)
 @store_option
 @json_option
-def doctor_command(config: Config, json_: bool) -> None:
+def doctor_command(upgrade: bool, config: Config, json_: bool) -> None:
     """Check the store (quick_check, every event's checksum and payload) and the sandbox.
 
     Exit 3 if the store is damaged; every damaged seq is named.
     Example: scroll doctor --store .scroll --json
     """
+    if upgrade and config.db_path.is_file():
+        EventLog.open(config.db_path).close()  # the writer applies every pending migration
     report = check_store(config.db_path)
     data = {"store": report.to_dict(), "sandbox": _sandbox_summary()}
     sandbox = data["sandbox"]["summary"]

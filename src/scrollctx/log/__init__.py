@@ -1,7 +1,7 @@
 """The Event Log: the lossless, append-only history of every agent session, and its payloads."""
 
 from scrollctx.log._base import EventStore
-from scrollctx.log._check import Damage, StoreCheck, check_store
+from scrollctx.log._check import Damage, StoreCheck, check_store, needs_upgrade
 from scrollctx.log._events import Event, Kind, NewEvent, utc_now_iso
 from scrollctx.log._failures import known_failure
 from scrollctx.log._integrity import (
@@ -46,6 +46,7 @@ __all__ = [
     "fetch_rows",
     "is_undecodable",
     "known_failure",
+    "needs_upgrade",
     "open_store",
     "split_prose_code",
     "stored_checksum",

@@ -22,7 +22,7 @@ from scrollctx.errors import IntegrityError, StoreError
 from scrollctx.log._integrity import CHECKSUM_COLUMNS, stored_checksum, tolerant_text
 from scrollctx.log._payloads import PayloadStore
 
-__all__ = ["Damage", "StoreCheck", "check_store"]
+__all__ = ["Damage", "StoreCheck", "check_store", "needs_upgrade"]
 
 _CHUNK = 2000
 _QUICK_CHECK_LINES = 20
@@ -83,8 +83,8 @@ def check_store(db_path: Path, payload_root: Path | None = None) -> StoreCheck:
     """Check the whole store read-only: quick_check, every row's checksum, every payload.
 
     Raises:
-        StoreError: there is no store at ``db_path`` or it cannot be opened read-only.
-        IntegrityError: the file is not a scrollctx store with checksums.
+        StoreError: there is no store at ``db_path``, or it predates per-event checksums.
+        IntegrityError: the file is not a scrollctx store.
     """
     conn = _open_read_only(db_path)
     payloads = PayloadStore(payload_root or db_path.parent / "payloads")
@@ -100,6 +100,15 @@ def check_store(db_path: Path, payload_root: Path | None = None) -> StoreCheck:
     return report
 
 
+def needs_upgrade(db_path: Path) -> str:
+    """The message for a store written before per-event checksums, naming the upgrade."""
+    return (
+        f"{db_path} was written by an older scrollctx: its events have no checksums yet. "
+        "Upgrade it once (this adds them and changes nothing else): "
+        f"scroll doctor --upgrade --store {db_path.parent}"
+    )
+
+
 def _open_read_only(db_path: Path) -> sqlite3.Connection:
     if not db_path.is_file():
         raise StoreError(f"no Event Log at {db_path}; point --store at an existing store")
@@ -112,14 +121,12 @@ def _open_read_only(db_path: Path) -> sqlite3.Connection:
         raise IntegrityError(
             f"{db_path} is not a usable Event Log: {exc}", path=str(db_path)
         ) from exc
+    if not columns:
+        conn.close()
+        raise IntegrityError(f"{db_path} is not a scrollctx store", path=str(db_path))
     if "checksum" not in columns:
         conn.close()
-        what = "not a scrollctx store" if not columns else "from before per-event checksums"
-        raise IntegrityError(
-            f"{db_path} is {what}; open it once with a writer of this version "
-            "(e.g. scroll ingest) to upgrade it, then check again",
-            path=str(db_path),
-        )
+        raise StoreError(needs_upgrade(db_path))
     return conn
 
 

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from scrollctx.errors import IntegrityError, StoreError
-from scrollctx.log import known_failure
+from scrollctx.log import known_failure, needs_upgrade
 
 __all__ = ["BudgetExceeded", "Deadline", "connect_read_only"]
 
@@ -171,6 +171,10 @@ def connect_read_only(db_path: Path, deadline: Deadline) -> sqlite3.Connection:
             "point --store at another folder",
             path=str(db_path),
         )
+    columns = {row[1] for row in conn.execute("PRAGMA hist.table_info(conversation_history)")}
+    if "checksum" not in columns:
+        conn.close()
+        raise StoreError(needs_upgrade(db_path))
     conn.set_authorizer(_authorize)
     conn.set_progress_handler(deadline, _PROGRESS_OPS)
     return conn
