@@ -174,18 +174,29 @@ class Searcher:
         if ready is None:
             return _tagged(self._passes(parsed, filters, options, result), "bm25")
         index, state = ready
-        vector = load_encoder().encode_query(str(query))
+        allowed = index.prepare(filters, state)
+        text = str(query)
         depth = FUSION.depth_for(options.k) if mode == "hybrid" else options.k
-        semantic = [seq for seq, _ in index.rank(vector, filters, depth, state)]
+
+        def nearest() -> list[int]:
+            vector = load_encoder().encode_query(text)
+            return [seq for seq, _ in index.rank(vector, allowed, depth)]
+
         if mode == "semantic":
-            return _tagged(self._rows_at(semantic), "semantic")
+            return _tagged(self._rows_at(nearest()), "semantic")
+        pending = self._semantic.in_background(nearest)
         lexical = self._passes(parsed, filters, replace(options, k=depth), result)
+        semantic = pending.result()
         by_seq = {row["seq"]: row for row in lexical}
         fused = fuse([row["seq"] for row in lexical], semantic, options.k)
         by_seq |= {
             row["seq"]: row for row in self._rows_at([f.seq for f in fused if f.seq not in by_seq])
         }
         return [by_seq[f.seq] | {"channel": f.channel} for f in fused]
+
+    def close(self) -> None:
+        """Stop the semantic channel's worker thread (the connection is the surface's)."""
+        self._semantic.close()
 
     def _vectors(
         self, options: SearchOptions, result: ResultRows

@@ -12,13 +12,16 @@ numpy is imported when an index is built, never at module import.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from scrollctx.surface._filters import Filters
 
 __all__ = ["BEHIND_NOTE", "NO_VECTORS_NOTE", "SemanticChannel", "VectorIndex", "VectorState"]
 
+T = TypeVar("T")
 _MARK_SQL = "SELECT dim, through_seq FROM hist.embedding_models WHERE model = ?"
 _LOAD_SQL = (
     "SELECT seq, vector FROM hist.conversation_embeddings WHERE model = ? AND seq > ? "
@@ -60,26 +63,31 @@ class VectorIndex:
         self._row_starts = numpy.zeros(0, dtype=numpy.int64)
         self._row_seqs = numpy.zeros(0, dtype=numpy.int64)
 
-    def rank(
-        self, query: Any, filters: Filters, k: int, state: VectorState
-    ) -> list[tuple[int, float]]:
-        """Return up to ``k`` ``(seq, cosine)`` of the rows ``filters`` allow, best first."""
+    def prepare(self, filters: Filters, state: VectorState) -> Any:
+        """Load vectors up to the mark; return the seqs ``filters`` allow (None: every row).
+
+        This is the part that reads the store, so it runs on the surface's own thread;
+        :meth:`rank` only computes and may run on another.
+        """
         self._refresh(state.through_seq)
+        return None if filters.sql == "1" else self._allowed(filters)
+
+    def rank(self, query: Any, allowed: Any, k: int) -> list[tuple[int, float]]:
+        """Return up to ``k`` ``(seq, cosine)`` of the allowed rows, best first."""
         np = self._np
-        if not len(self._row_seqs):
+        matrix, row_starts, row_seqs = self._matrix, self._row_starts, self._row_seqs
+        if not len(row_seqs):
             return []
-        window_scores = self._matrix @ query.astype(np.float32)
-        scores = np.maximum.reduceat(window_scores, self._row_starts)
-        if filters.sql != "1":
-            allowed = self._allowed(filters)
-            scores = np.where(np.isin(self._row_seqs, allowed), scores, -np.inf)
+        scores = np.maximum.reduceat(matrix @ query.astype(np.float32), row_starts)
+        if allowed is not None:
+            scores = np.where(np.isin(row_seqs, allowed), scores, -np.inf)
         take = min(k, int(np.isfinite(scores).sum()))
         if take == 0:
             return []
         top = np.argpartition(-scores, take - 1)[:take]
         # Ties break by seq (older first), so a ranking is deterministic.
-        top = top[np.lexsort((self._row_seqs[top], -scores[top]))]
-        return [(int(self._row_seqs[i]), float(scores[i])) for i in top]
+        top = top[np.lexsort((row_seqs[top], -scores[top]))]
+        return [(int(row_seqs[i]), float(scores[i])) for i in top]
 
     def _allowed(self, filters: Filters) -> Any:
         sql = _ALLOWED_SQL.format(filters.sql)
@@ -126,6 +134,24 @@ class SemanticChannel:
         self._conn = conn
         self.model = model
         self._index: VectorIndex | None = None
+        self._worker: ThreadPoolExecutor | None = None
+
+    def in_background(self, work: Callable[[], T]) -> Future[T]:
+        """Run ``work`` on the channel's one worker thread (started on first use).
+
+        Hybrid search encodes the query and scans the vectors there while BM25 runs in
+        SQLite on the caller's thread: both release the GIL, so on two cores the two channels
+        cost about the slower one instead of their sum.
+        """
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ms-semantic")
+        return self._worker.submit(work)
+
+    def close(self) -> None:
+        """Stop the worker thread, if one was started."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
 
     def state(self) -> VectorState:
         """Read how far the vectors reach (no numpy needed; a pre-vector store has none)."""

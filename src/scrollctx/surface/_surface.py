@@ -128,7 +128,8 @@ class MemorySurface:
         return self._searcher.has_fts5
 
     def close(self) -> None:
-        """Close the surface's connection."""
+        """Close the surface's connection (and the semantic channel's worker thread)."""
+        self._searcher.close()
         self._conn.close()
 
     def __enter__(self) -> MemorySurface:
