@@ -114,7 +114,8 @@ def render_markdown(report: RetrievalReport, *, command: str, date: str) -> str:
         "",
         "## Against the targets",
         "",
-        f"Target: `{report.ours}` (default mode) at or above the best baseline on every "
+        f"Target: `{report.ours}`{' (its default mode)' if report.semantic else ''} at or "
+        "above the best baseline on every "
         f"headline turn-level metric ({', '.join(HEADLINE_METRICS)}); where it is not, by how "
         "much, with the 95% interval of the difference:",
         "",
