@@ -29,10 +29,11 @@ class FusionWeights:
         return max(k, self.depth)
 
 
-FUSION = FusionWeights(bm25=1.0, semantic=0.75, offset=5, depth=50)
+FUSION = FusionWeights(bm25=1.0, semantic=1.0, offset=1, depth=50)
 """The parameters ``ms.search`` uses, the best of a grid on the development split only
-(``benchmarks/tune_fusion.py``; semantic weight 0.25-3, K 1-60, depth 10-100; docs/retrieval.md):
-a small K trusts each channel's first few ranks, and BM25 weighs a little more than meaning."""
+(``benchmarks/tune_fusion.py``; semantic weight 0.25-3, K 1-60, depth 10-100; docs/retrieval.md).
+Depth 50 and 100 tied to four decimals; the cheaper one is kept. K = 1 trusts each channel's
+first ranks: a row either channel puts first outranks what both put fourth."""
 
 
 @dataclass(frozen=True, slots=True)
