@@ -125,3 +125,58 @@ def test_endpoint_flags_on_the_local_model_are_a_one_line_usage_error(tmp_path: 
         "Error: --base-url and --api-key apply to openai: and anthropic: models, not 'local'; "
         "drop them or pass --model openai:NAME"
     ]
+
+
+# -- the reply cap: always sent, flag > config.toml > a default from the budget (issue 10) --
+
+
+@pytest.mark.parametrize(
+    ("config", "flags", "sent"),
+    [
+        ("", [], 4000),  # an eighth of the default 32,000-token budget
+        ("[backends.openai.options]\nmax_tokens = 55\n", [], 55),
+        ("[backends.openai.options]\nmax_tokens = 55\n", ["--max-tokens", "77"], 77),
+    ],
+    ids=["default", "config", "flag"],
+)
+def test_the_reply_cap_comes_from_flag_config_or_budget(
+    config: str,
+    flags: list[str],
+    sent: int,
+    beam_store: Path,
+    openai_server: ScriptedOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from scrollctx.cli import run as scroll
+
+    (beam_store / "config.toml").write_text(config, encoding="utf-8")
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "soon"})])
+
+    code = scroll(["ask", "--store", str(beam_store), "--model", "openai:m", *flags, "When?"])
+
+    assert code == 0, capsys.readouterr().err
+    assert openai_server.requests[0].body["max_tokens"] == sent
+
+
+def test_an_option_the_backend_does_not_know_fails_before_any_request(
+    beam_store: Path, scripted_backend: object
+) -> None:
+    from scrollctx.agent import Agent
+    from scrollctx.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown option temprature"):
+        Agent(model=scripted_backend, store=beam_store, options={"temprature": 0})  # type: ignore[arg-type]
+
+
+def test_a_workspace_that_does_not_exist_is_refused_not_created(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scrollctx.cli import run as scroll
+
+    missing = tmp_path / "data"
+    code = scroll(["run", "--store", str(tmp_path / "s"), "--workspace", str(missing), "x"])
+
+    assert code == 2 and "does not exist" in capsys.readouterr().err
+    assert not missing.exists()

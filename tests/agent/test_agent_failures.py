@@ -111,7 +111,7 @@ def test_the_token_budget_ends_the_run_with_a_failure_record(
 
     # Exactly at the budget after two calls (15 + 15 = 30): the run stops there, it does not
     # make a third call.
-    with Agent(model=scripted_backend, store=beam_store, max_tokens=30) as agent:
+    with Agent(model=scripted_backend, store=beam_store, max_run_tokens=30) as agent:
         finished = agent.run("Spend tokens.")
 
     _assert_failure_record(beam_store, finished, "token budget exhausted: 30 of 30", "token_budget")

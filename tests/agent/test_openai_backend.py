@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import logging
 import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx2
 import openai
 import pytest
-from scripted_servers import ScriptedOpenAIServer, ScriptedReply, SleepRecorder
+from scripted_servers import RecordedRequest, ScriptedOpenAIServer, ScriptedReply, SleepRecorder
 
 from scrollctx.agent import ChatRequest, Completion, Delta, RetryPolicy, ToolSpec
 from scrollctx.agent.backends._openai import DEFAULT_MAX_TOKENS, OpenAIBackend
@@ -563,3 +564,22 @@ def test_tool_choice_names_a_tool(
     assert openai_server.requests[0].body["tool_choice"] == named
     with pytest.raises(UsageError, match="tool_choice"):
         backend.complete(ask(tools=[REPL], options={"tool_choice": ["repl_exec"]}))
+
+
+def test_a_request_past_its_timeout_is_retried_then_reported(
+    backend: OpenAIBackend, openai_server: ScriptedOpenAIServer, sleeps: SleepRecorder
+) -> None:
+    release = threading.Event()
+
+    def hold(_request: RecordedRequest) -> ScriptedReply:
+        release.wait(timeout=30)  # the client gives up first; released when the test ends
+        return ScriptedOpenAIServer.text_reply("too late")
+
+    openai_server.enqueue(*[hold] * 4)
+    try:
+        with pytest.raises(BackendUnavailable, match="gave up after 4 attempts"):
+            backend.complete(ask(options={"timeout": 0.2}))
+    finally:
+        release.set()
+
+    assert len(openai_server.requests) == 4 and len(sleeps.waits) == 3

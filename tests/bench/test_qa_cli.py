@@ -76,6 +76,7 @@ def test_run_then_report(
     ]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert {r["scores"]["judge"] for r in records} == {1.0}
+    assert {r["model"] for r in records} == {"openai:agent"}  # backend and model, always
     judged = [r.body for r in endpoint.requests if not r.body.get("tools")]
     assert judged and all(b["max_tokens"] == 64 and b["temperature"] == 0.0 for b in judged)
     assert scroll(args) == 0  # resumed: nothing new
@@ -129,6 +130,20 @@ def test_bad_input_gives_one_line_errors(
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err and err.count("\n") == 1
     assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text()
+
+
+def test_a_backbone_without_credentials_fails_up_front_not_per_question(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.jsonl"
+    code = scroll(
+        ["bench", "run", "--benchmark", "locomo", "--limit", "3", "--model", "openai:gpt-4o-mini",
+         "--data", str(shared_data), "--out", str(out)]
+    )  # fmt: skip
+
+    assert code == 2
+    assert "no API key for the openai backend" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_report_through_the_console_script(tmp_path: Path) -> None:
@@ -188,7 +203,7 @@ def test_a_local_model_smoke_run_and_its_report(shared_data: Path, tmp_path: Pat
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["system"] for r in records] == ["scroll"]
     for record in records:
-        assert record["model"] == "local" and record["status"] == "scored"
+        assert record["model"] == "local:gemma-3-270m" and record["status"] == "scored"
         assert record["tokens_in"] > 0 and record["turns"] == 1
         assert (record["answer"] is None) == (record["failure_type"] == "step_limit")
         trace = json.loads(Path(record["trace"]).read_text(encoding="utf-8"))

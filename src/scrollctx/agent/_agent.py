@@ -71,6 +71,8 @@ no model is configured and the local model is not installed. Configure one of:
 
 _DEFAULT_BUDGET = 32_000
 _MAX_DEFAULT_BUDGET = 64_000
+_MIN_REPLY_TOKENS = 256
+_MAX_REPLY_TOKENS = 4096
 
 
 def local_model_installed() -> bool:
@@ -105,14 +107,35 @@ def choose_model(spec: str | None, *, config: Config, environ: Mapping[str, str]
     raise ConfigError(NO_MODEL_HELP.format(config_path=config.config_path))
 
 
-def default_budget(backend: Backend) -> int:
-    """The working-view budget ``C`` for a backend: its window, capped, minus the reply."""
-    options = backend.options.as_dict()
+def default_budget(backend: Backend, options: Mapping[str, Any] | None = None) -> int:
+    """The working-view budget ``C`` for a backend: its window, capped, minus the reply.
+
+    ``options`` are the per-call options that override the backend's own.
+    """
+    options = backend.options.merged(options).as_dict()
     n_ctx = options.get("n_ctx")
     if isinstance(n_ctx, int):
         return max(1024, n_ctx - int(options.get("max_tokens") or 256) - 64)
     window = backend.context_window or _DEFAULT_BUDGET
     return min(window, _MAX_DEFAULT_BUDGET)
+
+
+def default_reply_tokens(budget: int) -> int:
+    """The reply cap an agent sends when none is configured: an eighth of its budget.
+
+    Clamped to [256, 4096]: enough for a cell and its reasoning, small enough that a slow local
+    server answers in bounded time instead of generating until its window is full.
+    """
+    return max(_MIN_REPLY_TOKENS, min(_MAX_REPLY_TOKENS, budget // 8))
+
+
+def _with_reply_cap(backend: Backend, options: Mapping[str, Any], budget: int) -> dict[str, Any]:
+    """``options`` plus ``max_tokens`` from the budget when neither they nor the backend set one."""
+    chosen = dict(options)
+    own = backend.options.as_dict()
+    if "max_tokens" in own and own["max_tokens"] is None and "max_tokens" not in chosen:
+        chosen["max_tokens"] = default_reply_tokens(budget)
+    return chosen
 
 
 def _scroll_policy(rho: float, k: int, with_index: bool) -> PolicyFactory:
@@ -148,10 +171,13 @@ class Agent:
             it (default: True for the default policy, False for one passed in). With the
             default policy, False keeps Algorithm 1 and removes only the index (the ablation).
         sandbox: the kernel's sandbox profile (``strict``, ``best-effort``, ``off``).
-        max_steps, max_tokens: when a run gives up (with a failure record).
+        max_steps, max_run_tokens: when a run gives up (with a failure record): after that
+            many model calls, or tokens in and out over the run.
         budget_tokens: the working view's window ``C`` (default from the backend).
         trace_dir: where traces go (default ``<store>/traces``).
-        options: per-call backend options (``temperature``, ``max_tokens``...).
+        options: per-call backend options (``temperature``, ``max_tokens``, ``timeout``...),
+            checked against the backend's options at once. A backend with no reply cap
+            configured gets ``max_tokens`` from :func:`default_reply_tokens`.
         prompts: a :class:`PromptSet` or a folder of prompt files replacing the package's
             (``system.md``, ``rules.md``, rubrics...; checked here, before any run).
         environ: the environment to read (default ``os.environ``).
@@ -169,7 +195,7 @@ class Agent:
         shows_index: bool | None = None,
         sandbox: str = "strict",
         max_steps: int = 30,
-        max_tokens: int | None = None,
+        max_run_tokens: int | None = None,
         budget_tokens: int | None = None,
         rho: float = 0.8,
         k: int = 4,
@@ -189,24 +215,34 @@ class Agent:
         else:
             spec = choose_model(model, config=self.config, environ=env)
             self.backend = resolve_model(spec, config=self.config, environ=env)
-        self.limits = Limits(max_steps=max_steps, max_tokens=max_tokens)
-        self.budget_tokens = budget_tokens or default_budget(self.backend)
+        try:
+            self._settle(options, max_steps, max_run_tokens, budget_tokens)
+            self.log = EventLog.open(self.config.db_path)
+        except BaseException:
+            if self.owns_backend:  # nothing else will close what this agent made
+                self.backend.close()
+            raise
         self.workspace = Path(workspace).resolve() if workspace is not None else None
         self.trace_dir = Path(trace_dir) if trace_dir else self.config.store_dir / "traces"
         self.sandbox, self.cell_timeout, self.agent_id = sandbox, cell_timeout, agent_id
-        self.options = dict(options or {})
         self._toolset_factory = toolset
         self.shows_index = policy is None if shows_index is None else shows_index
         self._policy_factory = policy or _scroll_policy(rho, k, self.shows_index)
         self._user_tools: list[UserTool] = [
             t if isinstance(t, UserTool) else tool(t) for t in tools
         ]
-        try:
-            self.log = EventLog.open(self.config.db_path)
-        except BaseException:
-            if self.owns_backend:  # nothing else will close what this agent made
-                self.backend.close()
-            raise
+
+    def _settle(
+        self,
+        options: Mapping[str, Any] | None,
+        max_steps: int,
+        max_run_tokens: int | None,
+        budget_tokens: int | None,
+    ) -> None:
+        """Check the limits and options now (a typo fails before any run) and fill defaults."""
+        self.limits = Limits(max_steps=max_steps, max_run_tokens=max_run_tokens)
+        self.budget_tokens = budget_tokens or default_budget(self.backend, options)
+        self.options = _with_reply_cap(self.backend, options or {}, self.budget_tokens)
 
     # -- tools -----------------------------------------------------------------------------
 

@@ -73,16 +73,19 @@ def new_id(prefix: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """When a run gives up: after ``max_steps`` model calls, or ``max_tokens`` in+out tokens."""
+    """When a run gives up: after ``max_steps`` model calls, or ``max_run_tokens`` in+out tokens.
+
+    (A cap on each *reply* is the backend option ``max_tokens``, not a limit of the run.)
+    """
 
     max_steps: int = 30
-    max_tokens: int | None = None
+    max_run_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
             raise UsageError(f"max_steps must be at least 1, got {self.max_steps}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise UsageError(f"max_tokens must be positive, got {self.max_tokens}")
+        if self.max_run_tokens is not None and self.max_run_tokens < 1:
+            raise UsageError(f"max_run_tokens must be positive, got {self.max_run_tokens}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +198,11 @@ class AgentLoop:
         limits = self.limits
         for step in range(limits.max_steps):
             spent = run.metrics.tokens_in + run.metrics.tokens_out
-            if limits.max_tokens is not None and spent >= limits.max_tokens:
+            if limits.max_run_tokens is not None and spent >= limits.max_run_tokens:
                 return _Outcome(
                     "failed",
-                    failure=f"token budget exhausted: {spent} of {limits.max_tokens} tokens used "
-                    f"after {step} steps without submit_answer",
+                    failure=f"token budget exhausted: {spent} of {limits.max_run_tokens} tokens "
+                    f"used after {step} steps without submit_answer",
                     failure_type="token_budget",
                 )
             outcome = yield from self._step(run, step)

@@ -1,9 +1,11 @@
 """Agent commands: ``scroll run``, ``scroll ask`` and ``scroll chat``.
 
-The model comes from ``--model`` (or ``SCROLL_MODEL``); ``--base-url`` and ``--api-key`` set the
-endpoint of an ``openai`` or ``anthropic`` model for this command (they override
-``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, or the ``ANTHROPIC_`` pair; the environment is the
-safer place for a key, which never reaches the log, the trace or the terminal).
+The model options are the shared bundle of :mod:`scrollctx.cli._models`: ``--model`` (or
+``SCROLL_MODEL``); ``--base-url`` and ``--api-key`` for the endpoint of an ``openai`` or
+``anthropic`` model (they override ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, or the
+``ANTHROPIC_`` pair; the environment is the safer place for a key, which never reaches the log,
+the trace or the terminal); ``--max-tokens`` (each reply) and ``--timeout`` (each request).
+``--max-steps`` and ``--max-run-tokens`` bound the whole run.
 
 Stdout carries data only: the answer (or one JSON document with ``--json``; chat prints each
 reply). Progress goes to stderr: a live view of the steps (rich on a TTY, plain lines
@@ -15,7 +17,6 @@ configure one).
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,8 +35,8 @@ from scrollctx.agent import (
     ToolStep,
 )
 from scrollctx.cli._app import echo, emit, json_option, store_option, terminal_safe, warn
+from scrollctx.cli._models import ModelCall, model_options
 from scrollctx.config import Config
-from scrollctx.errors import UsageError
 from scrollctx.kernel import PROFILES
 
 __all__ = ["ask_command", "chat_command", "run_command"]
@@ -44,75 +45,32 @@ _SHOWN = 160
 
 
 def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The model options (:func:`model_options`) and the run's limits and sandbox."""
     options = [
-        click.option("--model", "model", metavar="SPEC", envvar="SCROLL_MODEL",
-                     help="openai:NAME, anthropic:NAME or local (env SCROLL_MODEL)."),
-        click.option("--base-url", "base_url", metavar="URL",
-                     help="Endpoint of an openai: or anthropic: model (else the env/config)."),
-        click.option("--api-key", "api_key", metavar="KEY",
-                     help="Key for that endpoint (prefer OPENAI_API_KEY in the environment)."),
         click.option("--max-steps", "max_steps", type=click.IntRange(min=1), default=30,
                      show_default=True, help="Give up after this many model calls."),
-        click.option("--max-tokens", "max_tokens", type=click.IntRange(min=1), default=None,
-                     help="Give up after this many tokens in and out."),
+        click.option("--max-run-tokens", "max_run_tokens", type=click.IntRange(min=1),
+                     metavar="N", help="Give up after N tokens in and out over the run."),
         click.option("--sandbox", "sandbox", type=click.Choice(PROFILES), default="strict",
                      show_default=True, help="Kernel sandbox profile."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
-    return func
+    return model_options(func)
 
 
-def _settings(
-    max_steps: int, max_tokens: int | None, sandbox: str, base_url: str | None, api_key: str | None
-) -> dict[str, Any]:
-    return {
-        "max_steps": max_steps,
-        "max_tokens": max_tokens,
-        "sandbox": sandbox,
-        "base_url": base_url,
-        "api_key": api_key,
-    }
+def _open_agent(config: Config, model_call: ModelCall, **settings: Any) -> Agent:
+    return Agent(
+        model=model_call.model,
+        store=config.store_dir,
+        environ=model_call.environ(),
+        options=model_call.backend_options(),
+        **settings,
+    )
 
 
-_ENDPOINT_VARIABLES = {
-    "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY"),
-    "anthropic": ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"),
-}
-
-
-def _open_agent(
-    config: Config,
-    model: str | None,
-    *,
-    base_url: str | None = None,
-    api_key: str | None = None,
-    **settings: Any,
-) -> Agent:
-    environ = _endpoint_environ(model, base_url, api_key)
-    return Agent(model=model, store=config.store_dir, environ=environ, **settings)
-
-
-def _endpoint_environ(
-    model: str | None, base_url: str | None, api_key: str | None
-) -> dict[str, str]:
-    """The environment with the flags' endpoint in the chosen provider's variables."""
-    environ = dict(os.environ)
-    if base_url is None and api_key is None:
-        return environ
-    spec = model or environ.get("SCROLL_MODEL") or "openai"
-    provider = spec.partition(":")[0]
-    if provider not in _ENDPOINT_VARIABLES:
-        raise UsageError(
-            f"--base-url and --api-key apply to openai: and anthropic: models, not {spec!r}; "
-            "drop them or pass --model openai:NAME"
-        )
-    url_variable, key_variable = _ENDPOINT_VARIABLES[provider]
-    if base_url is not None:
-        environ[url_variable] = base_url
-    if api_key is not None:
-        environ[key_variable] = api_key
-    return environ
+def _settings(max_steps: int, max_run_tokens: int | None, sandbox: str) -> dict[str, Any]:
+    return {"max_steps": max_steps, "max_run_tokens": max_run_tokens, "sandbox": sandbox}
 
 
 class _StepView:
@@ -212,8 +170,9 @@ def _echo_answer(answer: str) -> None:
 
 @click.command(name="run")
 @click.argument("task")
-@click.option("--workspace", type=click.Path(file_okay=False, path_type=Path),
-              help="The kernel's writable folder (default <store>/workspaces/ID).")  # fmt: skip
+@click.option("--workspace", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="An existing folder: the kernel's writable one (default: a new "
+              "<store>/workspaces/ID).")  # fmt: skip
 @_agent_options
 @store_option
 @json_option
@@ -221,11 +180,9 @@ def run_command(
     config: Config,
     task: str,
     workspace: Path | None,
-    model: str | None,
-    base_url: str | None,
-    api_key: str | None,
+    model_call: ModelCall,
     max_steps: int,
-    max_tokens: int | None,
+    max_run_tokens: int | None,
     sandbox: str,
     json_: bool,
 ) -> int:
@@ -233,8 +190,8 @@ def run_command(
 
     Example: scroll run "count the lines of every .csv file" --workspace ./data --model local
     """
-    settings = _settings(max_steps, max_tokens, sandbox, base_url, api_key)
-    with _open_agent(config, model, workspace=workspace, **settings) as agent:
+    settings = _settings(max_steps, max_run_tokens, sandbox)
+    with _open_agent(config, model_call, workspace=workspace, **settings) as agent:
         finished = _drive(agent.iter_run(task), _StepView())
     return _result(finished, json_)
 
@@ -252,11 +209,9 @@ def ask_command(
     question: str,
     task_id: str | None,
     rubric: str | None,
-    model: str | None,
-    base_url: str | None,
-    api_key: str | None,
+    model_call: ModelCall,
     max_steps: int,
-    max_tokens: int | None,
+    max_run_tokens: int | None,
     sandbox: str,
     json_: bool,
 ) -> int:
@@ -264,8 +219,8 @@ def ask_command(
 
     Example: scroll ask --store .scroll "What is my sprint target?" --task beam/100K/1 --rubric beam
     """
-    settings = _settings(max_steps, max_tokens, sandbox, base_url, api_key)
-    with _open_agent(config, model, **settings) as agent:
+    settings = _settings(max_steps, max_run_tokens, sandbox)
+    with _open_agent(config, model_call, **settings) as agent:
         events = agent.iter_ask(question, task_id=task_id, rubric=rubric)
         finished = _drive(events, _StepView())
     return _result(finished, json_)
@@ -280,11 +235,9 @@ def chat_command(
     config: Config,
     session_id: str | None,
     new: bool,
-    model: str | None,
-    base_url: str | None,
-    api_key: str | None,
+    model_call: ModelCall,
     max_steps: int,
-    max_tokens: int | None,
+    max_run_tokens: int | None,
     sandbox: str,
 ) -> int:
     """Chat with an agent whose context Scroll manages; it continues across restarts.
@@ -292,9 +245,10 @@ def chat_command(
     Reads one message per line (stdin), prints each reply on stdout; /exit or end of input ends.
     Example: scroll chat --model openai:gpt-4o-mini   (later: scroll chat, to continue)
     """
-    settings = _settings(max_steps, max_tokens, sandbox, base_url, api_key)
+    settings = _settings(max_steps, max_run_tokens, sandbox)
     view = _StepView()
-    with _open_agent(config, model, **settings) as agent, agent.chat(session_id, new=new) as chat:
+    agent = _open_agent(config, model_call, **settings)
+    with agent, agent.chat(session_id, new=new) as chat:
         view.line(f"chat session {chat.session_id} (continue it with: scroll chat --session "
                   f"{chat.session_id}); /exit to leave")  # fmt: skip
         for message in _messages():

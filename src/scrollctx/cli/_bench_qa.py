@@ -7,7 +7,6 @@ matplotlib) is imported inside each command.
 
 from __future__ import annotations
 
-import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +16,8 @@ import click
 
 from scrollctx.cli._app import emit, json_option, warn
 from scrollctx.cli._data import data_root
-from scrollctx.config import resolve_config
+from scrollctx.cli._models import ModelCall, model_options
+from scrollctx.config import Config, resolve_config
 from scrollctx.errors import UsageError
 
 __all__ = ["report", "run"]
@@ -66,7 +66,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
     metavar="NAME",
     help=f"System(s) to run, repeatable or comma-separated: {', '.join(_SYSTEM_NAMES)}.",
 )
-@click.option("--model", metavar="SPEC", help="Backbone model: openai:NAME, anthropic:NAME, local.")
+@model_options
 @click.option("--judge-model", metavar="SPEC", help="Judge model (needed for BEAM, LongMemEval).")
 @click.option(
     "--judge-max-tokens",
@@ -154,7 +154,7 @@ def run(
     benchmark: str,
     size: str | None,
     systems: tuple[str, ...],
-    model: str | None,
+    model_call: ModelCall,
     judge_model: str | None,
     judge_max_tokens: int,
     out: str,
@@ -184,7 +184,7 @@ def run(
     Example: scroll bench run --benchmark beam --size 100K --system scroll --model openai:qwen3
     --judge-model openai:gpt-4.1-mini --out results/beam100k.jsonl
     """
-    from scrollctx.agent import PromptSet, choose_model, resolve_model
+    from scrollctx.agent import PromptSet, resolve_model
     from scrollctx.bench import (
         Judge,
         JudgePrompts,
@@ -200,7 +200,8 @@ def run(
         raise UsageError(f"unknown system {unknown[0]!r}; choose from: {', '.join(_SYSTEM_NAMES)}")
     judge_texts, agent_prompts = JudgePrompts.load(judge_prompts), PromptSet.load(prompts_dir)
     config = resolve_config(None)
-    spec = choose_model(model, config=config, environ=os.environ)
+    environ = model_call.environ()
+    spec = _backbone(model_call, config, environ)
     out_path = Path(out)
     work = Path(work_dir) if work_dir else out_path.with_name(out_path.name + ".work")
     tier = size or ("S" if benchmark == "longmemeval" else "100K" if benchmark == "beam" else None)
@@ -220,6 +221,8 @@ def run(
         )
     settings = RunSettings(
         model=spec,
+        environ=environ,
+        options=model_call.backend_options(),
         config=config,
         max_steps=max_steps,
         budget_tokens=budget_tokens,
@@ -243,6 +246,20 @@ def run(
         )
         summaries.append({**summary.to_dict(), "out": str(out_path)})
     emit(summaries, as_json=json_, human=_render_runs)
+
+
+def _backbone(model_call: ModelCall, config: Config, environ: dict[str, str]) -> str:
+    """The backbone's full ``backend:model`` name, checked before any question runs.
+
+    Building it once up front turns a missing key, an unknown backend or a mistyped option
+    into one error (exit 2) instead of one error record per question.
+    """
+    from scrollctx.agent import choose_model, resolve_model
+
+    spec = choose_model(model_call.model, config=config, environ=environ)
+    with resolve_model(spec, config=config, environ=environ) as backend:
+        backend.options.merged(model_call.backend_options())
+        return f"{backend.name}:{backend.model}"
 
 
 def _questions(
