@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from scripted_servers import ScriptedOpenAIServer
+
 from scrollctx.agent import ScrollPolicy
 from scrollctx.bench._histories import build_base_store, copy_store
 from scrollctx.bench._policies import WindowPolicy
@@ -97,3 +99,41 @@ def test_the_noindex_store_holds_no_index_at_all(tmp_path: Path) -> None:
     with EventLog.open(base.db_path) as log:
         assert carried_index(log, question.history.key) is None
         assert log.execute("SELECT count(*) AS n FROM conversation_history")[0]["n"] == 9
+
+
+def test_the_summarization_agent_compacts_its_context_during_the_run(
+    event_log: EventLog, openai_server: ScriptedOpenAIServer
+) -> None:
+    """When the context passes rho of the window, the older exchanges (all but the last two)
+    are folded by the backbone into notes carried in the task message; the summary is logged,
+    its tokens counted, and roles still alternate (user, assistant, tool, ...)."""
+    from scrollctx.agent import resolve_model
+    from scrollctx.bench._compaction import COMPACTION_PROMPT, CompactingPolicy
+    from scrollctx.bench._summaries import Summarizer
+
+    backend = resolve_model("openai:summarizer", environ=openai_server.environ)
+    summarizer = Summarizer(backend, prompt=COMPACTION_PROMPT)
+    policy = CompactingPolicy(event_log, "s1", "system", budget_tokens=2000, summarizer=summarizer)
+    policy.add({"role": "user", "content": "the task"})
+    for index in range(3):
+        policy.add(_call(index))  # type: ignore[arg-type]
+        policy.add({"role": "tool", "tool_call_id": f"c{index}", "content": "word " * 200})
+    assert policy.prepare("").evicted is False  # 3 x 200 words: under 0.8 x 2000
+    policy.add(_call(3))  # type: ignore[arg-type]
+    policy.add({"role": "tool", "tool_call_id": "c3", "content": "word " * 1200})
+    openai_server.enqueue_text("Notes: c0 and c1 printed words.", usage=(321, 12))
+    prepared = policy.prepare("")
+    (request,) = openai_server.requests
+    folded = str(request.body["messages"][0]["content"])
+    assert folded.startswith("You keep the working notes of an agent")
+    assert folded.count("[call repl_exec(") == 2  # the two oldest exchanges, not the last two
+    roles = [m["role"] for m in prepared.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool"]
+    first = str(prepared.messages[0]["content"])
+    assert first.startswith("the task") and first.endswith("Notes: c0 and c1 printed words.")
+    assert (policy.compactions, policy.tokens_in, policy.tokens_out) == (1, 321, 12)
+    (note,) = event_log.execute(
+        "SELECT content, json_extract(metadata, '$.compaction.turns') AS turns "
+        "FROM conversation_history WHERE json_extract(metadata, '$.compaction') IS NOT NULL"
+    )
+    assert note["content"] == "Notes: c0 and c1 printed words." and note["turns"] == 4

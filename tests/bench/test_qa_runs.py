@@ -115,6 +115,7 @@ def _check_system_shape(name: str, requests: list[dict[str, Any]], record: dict[
         "lossy-summary": {"repl_exec", "recall_history_python", "submit_answer"},
         "scroll-norepl": {"ms_search", "ms_expand", "ms_sql_query", "submit_answer"},
         "retrieval": {"ms_search", "submit_answer"},
+        "summarizing": {"ms_search", "submit_answer"},
         "codeact": {"repl_exec", "submit_answer"},
         "summary": {"submit_answer"},
         "longcontext": {"submit_answer"},
@@ -132,7 +133,7 @@ def _check_system_shape(name: str, requests: list[dict[str, Any]], record: dict[
     if name == "lossy-summary":
         assert "2023-05-01] Summary: the user adopted" in text  # index lines are summaries
         assert record["ingest_tokens_in"] > 0
-    if name in ("scroll-norepl", "retrieval"):
+    if name in ("scroll-norepl", "retrieval", "summarizing"):
         assert "pottery class" in observation
     if name == "codeact":
         assert "rows 9" in observation  # 9 turns in the fixture's first question

@@ -29,7 +29,7 @@ from scrollctx.agent import (
 from scrollctx.log import EventLog
 from scrollctx.view import estimate_tokens
 
-__all__ = ["WindowPolicy", "window_policy"]
+__all__ = ["WindowPolicy", "exchange_end", "message_tokens", "window_policy"]
 
 _OVERHEAD = 4
 _SHRINK = 0.7
@@ -51,7 +51,8 @@ def window_policy() -> PolicyFactory:
     return factory
 
 
-def _message_tokens(message: Mapping[str, Any]) -> int:
+def message_tokens(message: Mapping[str, Any]) -> int:
+    """Estimated tokens of one message (content, tool calls, framing)."""
     text = str(message.get("content") or "")
     for call in message.get("tool_calls") or []:
         function = call.get("function", {})
@@ -96,14 +97,14 @@ class WindowPolicy:
         messages = list(self.messages)
         if digest:
             messages.append({"role": "user", "content": digest})
-        raw = [_message_tokens(m) for m in messages]
+        raw = [message_tokens(m) for m in messages]
         before = self._scaled(sum(raw) + estimate_tokens(self.system_prompt))
         dropped = 0
         while (
             len(messages) > 1
             and self._scaled(sum(raw) + estimate_tokens(self.system_prompt)) > self.budget_tokens
         ):
-            end = _group_end(messages, 1)
+            end = exchange_end(messages, 1)
             if end >= len(messages):
                 break
             del messages[1:end], raw[1:end]
@@ -130,7 +131,7 @@ class WindowPolicy:
         share = room / max(1, estimate_tokens(text))
         kept = _CUT_NOTE + text[len(text) - int(len(text) * min(1.0, share)) :]
         cut: Message = {**message, "content": kept}
-        return cut, _message_tokens(cut)
+        return cut, message_tokens(cut)
 
     def observe_usage(self, prompt_tokens: int) -> None:
         """Learn the provider's tokens per estimated token (clamped to [0.5, 3])."""
@@ -142,7 +143,7 @@ class WindowPolicy:
         return ""
 
 
-def _group_end(messages: list[Message], start: int) -> int:
+def exchange_end(messages: list[Message], start: int) -> int:
     """Index just past the exchange starting at ``start`` (an assistant call and its results)."""
     end = start + 1
     while end < len(messages) and messages[end].get("role") == "tool":

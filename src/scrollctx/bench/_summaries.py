@@ -1,8 +1,10 @@
 """Model-written summaries for the summarization baseline and the lossy-summary ablation.
 
-- :meth:`Summarizer.update` folds text into a running summary: the summarization agent's
-  periodic compaction. It runs at every session boundary (the protocol clears the raw context
-  there) and, inside a session longer than ``chunk_tokens``, once per chunk.
+- :meth:`Summarizer.update` folds text into a running summary: the summarization baseline's
+  compaction of the history at every session boundary (the protocol clears the raw context
+  there) and, inside a session longer than ``chunk_tokens``, once per chunk; with another
+  prompt, the summarization agent's compaction of its own work during a run
+  (:mod:`scrollctx.bench._compaction`).
 - :func:`lossy_transform` replaces each session's turns by one summary event (the lossy
   ablation: the originals are discarded before they reach the Event Log).
 
@@ -42,10 +44,19 @@ def session_text(events: Sequence[NewEvent]) -> str:
 class Summarizer:
     """Writes summaries with one backend at temperature 0."""
 
-    def __init__(self, backend: Backend, *, chunk_tokens: int = 6000, words: int = 600) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        chunk_tokens: int = 6000,
+        words: int = 600,
+        prompt: str = _UPDATE_PROMPT,
+    ) -> None:
         self.backend = backend
         self.chunk_tokens = chunk_tokens
         self.words = words
+        self.prompt = prompt
+        """With ``{words}``, ``{summary}`` and ``{text}`` fields (default: a user's history)."""
 
     def update(self, summary: str, text: str) -> tuple[str, int, int]:
         """Fold ``text`` into ``summary``; return (new summary, tokens in, tokens out).
@@ -70,7 +81,7 @@ class Summarizer:
         return summary, tokens_in, tokens_out
 
     def _fold(self, summary: str, chunk: str) -> tuple[str, int, int]:
-        prompt = _UPDATE_PROMPT.format(words=self.words, summary=summary or "(empty)", text=chunk)
+        prompt = self.prompt.format(words=self.words, summary=summary or "(empty)", text=chunk)
         request = ChatRequest(
             messages=[{"role": "user", "content": prompt}], options={"temperature": 0.0}
         )

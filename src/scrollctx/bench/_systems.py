@@ -15,6 +15,8 @@ lossy-summary  ablation: each session summarized at ingestion, the summaries rep
                originals in the Event Log; then as ``scroll``
 summary        baseline: a running summary compacted at every session boundary (and per chunk
                of a long session); the probe sees only the summary, no recall tool
+summarizing    baseline (Table 3 (i)): the retrieval agent's tools, but its own context is
+               compacted into notes by the backbone whenever it fills (during the run)
 retrieval      baseline: the history evicted behind one recall tool (``ms_search``), a plain
                context window, no kernel and no index
 codeact        baseline: a CodeAct agent without Scroll: the history is a JSONL file in its
@@ -36,6 +38,7 @@ that fails is reported with its failure, never as an answer.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -47,6 +50,7 @@ from typing import Any
 from scrollctx.agent import (
     Agent,
     Backend,
+    PolicyRequest,
     PromptSet,
     RunFinished,
     Toolset,
@@ -54,6 +58,7 @@ from scrollctx.agent import (
     resolve_model,
     scroll_toolset,
 )
+from scrollctx.bench._compaction import COMPACTION_PROMPT, CompactingPolicy
 from scrollctx.bench._histories import BaseStore, build_base_store, copy_store, read_sessions
 from scrollctx.bench._policies import window_policy
 from scrollctx.bench._questions import History, Question, locomo_options
@@ -70,6 +75,7 @@ SYSTEMS: tuple[str, ...] = (
     "scroll-noindex",
     "lossy-summary",
     "summary",
+    "summarizing",
     "retrieval",
     "codeact",
     "longcontext",
@@ -314,6 +320,45 @@ class RetrievalSystem(System):
         return agent.ask(task, task_id=question.history.key)
 
 
+class SummarizingSystem(System):
+    """The summarization agent: the retrieval agent's tools, its context compacted when full."""
+
+    name = "summarizing"
+
+    def _agent_parts(self) -> dict[str, Any]:
+        tools = _only(json_memory_toolset(), "ms_search", "submit_answer")
+        return {"policy": self._policy, "shows_index": False, "toolset": _fixed_toolset(tools)}
+
+    def _policy(self, request: PolicyRequest) -> CompactingPolicy:
+        summarizer = Summarizer(
+            self.backend(), words=self.settings.summary_words, prompt=COMPACTION_PROMPT
+        )
+        policy = CompactingPolicy(
+            request.log,
+            request.session_id,
+            request.system_prompt,
+            budget_tokens=request.budget_tokens,
+            summarizer=summarizer,
+            event_fields=request.event_fields,
+        )
+        self._local.policies = [*getattr(self._local, "policies", []), policy]
+        return policy
+
+    def answer(self, question: Question, base: BaseStore, probe_dir: Path) -> Attempt:
+        self._local.policies = []
+        attempt = super().answer(question, base, probe_dir)
+        policies: list[CompactingPolicy] = self._local.policies
+        return dataclasses.replace(
+            attempt,
+            tokens_in=attempt.tokens_in + sum(p.tokens_in for p in policies),
+            tokens_out=attempt.tokens_out + sum(p.tokens_out for p in policies),
+        )
+
+    def _run(self, agent: Agent, question: Question, base: BaseStore) -> RunFinished:
+        task = f"{task_text(question)}\n\n{_ANSWER_FORMAT}"
+        return agent.ask(task, task_id=question.history.key)
+
+
 class SummarySystem(System):
     """A running summary compacted at every session boundary; no access to the raw history."""
 
@@ -445,6 +490,7 @@ _CLASSES: dict[str, type[System]] = {
         NoIndexSystem,
         LossySummarySystem,
         SummarySystem,
+        SummarizingSystem,
         RetrievalSystem,
         CodeActSystem,
         LongContextSystem,

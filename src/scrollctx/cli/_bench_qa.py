@@ -30,6 +30,7 @@ _SYSTEM_NAMES = (
     "scroll-noindex",
     "lossy-summary",
     "summary",
+    "summarizing",
     "retrieval",
     "codeact",
     "longcontext",
