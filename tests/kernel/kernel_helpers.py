@@ -92,8 +92,13 @@ def open_session(root: Path, **options: object) -> Session:
 _HOST = """
 import sys
 from scrollctx.kernel import Kernel, SandboxPolicy
+
+def announce() -> None:
+    "Tell the test that the cell runs."
+    print("running", flush=True)
+
 policy = SandboxPolicy(sys.argv[2], unavailable=frozenset(sys.argv[3:]))
-kernel = Kernel(scratch=sys.argv[1], sandbox=policy, timeout=600)
+kernel = Kernel(scratch=sys.argv[1], sandbox=policy, timeout=600, tools=[announce])
 kernel.start()
 print(kernel.pid, flush=True)
 kernel.run_cell(sys.stdin.read())
@@ -102,12 +107,10 @@ kernel.run_cell(sys.stdin.read())
 
 def assert_worker_dies_with_killed_host(scratch: Path, cell: str, *sandbox: str) -> None:
     """Run a real host process whose kernel runs ``cell``, kill the host with SIGKILL once the
-    cell wrote ``now`` to the FIFO ``scratch/busy``, and check that its worker ends too.
+    cell called the host's ``announce()`` tool, and check that its worker ends too.
 
     ``sandbox``: the profile, then layers to treat as unavailable (default: strict).
     """
-    scratch.mkdir()
-    os.mkfifo(scratch / "busy")
     host = subprocess.Popen(
         [sys.executable, "-c", _HOST, str(scratch), *(sandbox or ("strict",))],
         stdin=subprocess.PIPE,
@@ -120,7 +123,7 @@ def assert_worker_dies_with_killed_host(scratch: Path, cell: str, *sandbox: str)
     try:
         host.stdin.write(cell.encode())
         host.stdin.close()
-        assert (scratch / "busy").read_text() == "now"  # the cell is running
+        assert host.stdout.readline() == b"running\n"  # the cell is running
         host.kill()
         host.wait()
         assert select.select([exited], [], [], 30)[0], "the worker outlived its host"

@@ -150,7 +150,7 @@ def test_worker_exits_when_the_host_goes_away_despite_threads_left_running(
 def test_worker_busy_in_a_cell_exits_when_its_host_is_killed(tmp_path: Path) -> None:
     # A host killed outright cannot interrupt its worker; the worker must not be left behind as
     # a spinning orphan.
-    cell = "open('busy', 'w').write('now')\nwhile True:\n    pass"
+    cell = "announce()\nwhile True:\n    pass"
     assert_worker_dies_with_killed_host(tmp_path / "scratch", cell)
 
 

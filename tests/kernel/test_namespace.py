@@ -48,8 +48,9 @@ def self_test_in(tmp_path: Path, *, drop: tuple[str, ...] = (), add: tuple[str, 
     python = sys.executable
     argv = [python, "-I", "-c", _SELF_TEST, str(tmp_path), json.dumps(host_namespaces())]
     info_read, info_write = os.pipe()
+    reads = worker_reads(python)
     command = sandbox_command(
-        _bwrap(), argv, reads=worker_reads(python), scratch=str(tmp_path), info_fd=info_write
+        _bwrap(), argv, reads=reads, scratch=str(tmp_path), scratch_size=2**20, info_fd=info_write
     )
     for option in drop:
         words = option.split()

@@ -200,12 +200,13 @@ class Kernel:
         )
         try:
             ready = self._handshake(worker)
+            layers = worker.accept_ready(ready.get("layers"))
         except BaseException:
             worker.kill()
             raise
         status = SandboxStatus(
             self.policy.profile,
-            parse_layers(worker.confirm_layers(ready.get("layers"))),
+            parse_layers(layers),
             self.policy.required,
         )
         ms_state = ready.get("ms")
@@ -294,11 +295,12 @@ class Kernel:
             "stderr_cap": self.stderr_cap,
         }
         try:
+            worker.begin_cell()
             worker.set_busy(True)
             worker.send(request, started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
             worker.set_busy(False)
-            return self._result(reply, started, limit, interrupted, notice)
+            return worker.end_cell(self._result(reply, started, limit, interrupted, notice))
         except (_Killed, CellTimeout):
             killed = _killed_text(limit, self.grace)
             return self._lost(killed, started, "after a timeout kill", timed_out=True)

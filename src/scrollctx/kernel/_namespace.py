@@ -79,13 +79,21 @@ class NamespaceRequest:
 
     store_files: tuple[str, ...] = ()
     """The Event Log's files and payload folder, bound read-only."""
+    scratch_size: int = 512 * 1024**2
+    """The size of the scratch tmpfs, in bytes."""
+    disk_floor: int = 1024**3
+    """Free bytes the host keeps on the real scratch folder's disk when it copies back."""
 
 
 def namespace_request(policy: SandboxPolicy, db_path: Path | None) -> NamespaceRequest | None:
     """What to ask of the namespaces layer for a worker under ``policy`` (``None``: skip it)."""
     if "namespaces" not in policy.applied:
         return None
-    return NamespaceRequest(store_files(str(db_path) if db_path else None))
+    return NamespaceRequest(
+        store_files(str(db_path) if db_path else None),
+        scratch_size=policy.limits.scratch_size,
+        disk_floor=policy.limits.disk_floor,
+    )
 
 
 def readable_paths(interpreter: Iterable[str], store_files: Iterable[str] = ()) -> list[str]:
@@ -143,9 +151,16 @@ def _binds(reads: Sequence[str]) -> list[str]:
 
 
 def sandbox_command(
-    bwrap: str, argv: Sequence[str], *, reads: Sequence[str], scratch: str, info_fd: int
+    bwrap: str,
+    argv: Sequence[str],
+    *,
+    reads: Sequence[str],
+    scratch: str,
+    scratch_size: int,
+    info_fd: int,
 ) -> list[str]:
-    """The bwrap command line that runs ``argv`` in the worker's namespaces."""
+    """The bwrap command line that runs ``argv`` in the worker's namespaces, with ``scratch`` an
+    empty tmpfs of ``scratch_size`` bytes (:mod:`scrollctx.kernel._scratch` fills it)."""
     return [
         bwrap,
         "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--as-pid-1",
@@ -153,7 +168,7 @@ def sandbox_command(
         *_binds(reads),
         "--dev", "/dev", "--remount-ro", "/dev",
         "--proc", "/proc", "--remount-ro", "/proc",
-        "--bind", scratch, scratch, "--chdir", scratch,
+        "--size", str(scratch_size), "--tmpfs", scratch, "--chdir", scratch,
         "--remount-ro", "/",
         "--info-fd", str(info_fd),
         "--", *argv,
@@ -180,6 +195,7 @@ def launch_problem(python: str) -> str | None:
                 [python, "-I", "-c", ""],
                 reads=worker_reads(python),
                 scratch=scratch,
+                scratch_size=1024**2,
                 info_fd=write_end,
             )
             done = subprocess.run(

@@ -70,8 +70,12 @@ class Limits:
     open_files: int = 256
     threads: int = 512
     """Tasks (threads) the worker may have, through a pids cgroup where the machine offers one."""
+    scratch_size: int = 512 * 1024**2
+    """Bytes the scratch folder may hold while a kernel runs: the size of its tmpfs in the
+    worker's mount namespace (its pages are RAM, hence the modest default)."""
     scratch_writes: int = 4 * 1024**3
-    """Bytes one worker may write to scratch over its life before the host kills it."""
+    """Without the namespaces layer: bytes one worker may write to scratch over its life before
+    the host kills it."""
     disk_floor: int = 1024**3
     """Free bytes the host keeps on the scratch file system (at most half of what was free)."""
     idle_cpu: float = 10.0

@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +44,8 @@ from scrollctx.kernel._namespace import (
 )
 from scrollctx.kernel._policy import Limits
 from scrollctx.kernel._quota import WorkerWatch
+from scrollctx.kernel._result import CellResult
+from scrollctx.kernel._scratch import ScratchMirror, open_inside
 from scrollctx.kernel._tasks import TaskCap, cap_tasks
 
 __all__ = ["WorkerProcess", "default_python", "describe_exit", "worker_environment"]
@@ -174,7 +177,12 @@ class WorkerProcess:
         if namespaces is not None and self.namespaced:
             reads = worker_reads(python, namespaces.store_files)
             argv = sandbox_command(
-                bwrap_path(), argv, reads=reads, scratch=str(scratch), info_fd=info_write
+                bwrap_path(),
+                argv,
+                reads=reads,
+                scratch=str(scratch),
+                scratch_size=namespaces.scratch_size,
+                info_fd=info_write,
             )
         passed = (to_read, from_write, info_write) if self.namespaced else (to_read, from_write)
         try:
@@ -204,6 +212,9 @@ class WorkerProcess:
         self.reader = FrameReader(self._from_worker)
         self.output = _OutputTail(out_read)
         self.closed = False
+        self.scratch, self.request = scratch, namespaces
+        self.mirror: ScratchMirror | None = None
+        self._notes: list[str] = []
         self._pid, self._pidfd = self.proc.pid, None
         self.tasks = TaskCap(None, "threads not capped: the worker has not started")
         self.watch: WorkerWatch | None = None
@@ -218,7 +229,7 @@ class WorkerProcess:
         self.watch = (
             WorkerWatch(
                 self._pid,
-                scratch,
+                None if self.namespaced else scratch,  # a tmpfs caps what the worker writes
                 quota=limits.scratch_writes,
                 floor=limits.disk_floor,
                 idle_cpu=limits.idle_cpu,
@@ -255,12 +266,31 @@ class WorkerProcess:
         """What the worker's namespaces self-test compares against: the host's own ids."""
         return host_namespaces() if self.namespaced else None
 
-    def confirm_layers(self, report: Any) -> Any:
-        """The worker's (untrusted) layer report, with the host's own word on ``namespaces``.
+    def accept_ready(self, report: Any) -> Any:
+        """Take the worker's ready report, before any model code runs; return its layers.
 
-        The host knows whether it started the worker in namespaces, and checks from outside that
-        they are not its own; the worker's self-test can only make the verdict stricter.
+        The host has the last word on ``namespaces``: it knows whether it started the worker in
+        them and checks from outside that they are not its own (the worker's self-test can only
+        make the verdict stricter). In namespaces, it then opens the scratch tmpfs and seeds it
+        from the real folder.
+
+        Raises:
+            ScratchTooLarge: the real scratch folder holds more than the tmpfs may.
         """
+        if self.namespaced and self.request is not None:
+            inside = open_inside(self._pid, str(self.scratch))
+            if not self.is_alive():  # the pid might name another process by now
+                os.close(inside)
+                raise WorkerCrashed(f"the kernel worker ended at start ({self.exit_text()})")
+            self.mirror = ScratchMirror(
+                str(self.scratch),
+                inside,
+                quota=self.request.scratch_size,
+                floor=self.request.disk_floor,
+            )
+            if self.watch is not None:
+                self.watch.entries = self.mirror.used_inodes
+            self._notes += self.mirror.seed()
         if not isinstance(report, dict) or (self.namespace_problem is None and not self.namespaced):
             return report
         report = dict(report)
@@ -269,6 +299,18 @@ class WorkerProcess:
         elif (problem := foreign_namespaces(self._pid)) is not None:
             report["namespaces"] = {"state": "failed", "detail": f"host check: {problem}"}
         return report
+
+    def begin_cell(self) -> None:
+        """Copy into the worker's scratch what changed in the real folder since the last cell."""
+        if self.mirror is not None:
+            self._notes += self.mirror.pull()
+
+    def end_cell(self, result: CellResult) -> CellResult:
+        """Copy back what the cell changed in scratch; problems become notes of ``result``."""
+        if self.mirror is not None:
+            self._notes += self.mirror.push()
+        notes, self._notes = self._notes, []
+        return replace(result, notes=(*result.notes, *notes)) if notes else result
 
     def is_alive(self) -> bool:
         """Whether the worker is still running."""
@@ -312,6 +354,10 @@ class WorkerProcess:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
+        if self.mirror is not None:  # the held descriptor keeps a dead worker's tmpfs readable
+            self.mirror.push()
+            self.mirror.close()
+            self.mirror = None
         self.tasks.remove()
         if self.watch is not None:
             self.watch.stop()

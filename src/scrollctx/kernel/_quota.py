@@ -10,7 +10,11 @@ worker lives (between cells too):
   worker can write nowhere but scratch, so this is its scratch writing); over the quota, it is
   killed;
 - the free space and free inodes of the scratch file system; below the floor (at most half of
-  what was free when the worker started), it is killed, whatever filled the disk;
+  what was free when the worker started), it is killed, whatever filled the disk (these two
+  apply where the worker writes the real folder: without the namespaces layer);
+- the files and folders in the worker's scratch tmpfs (with the namespaces layer, whose tmpfs
+  caps bytes but not entries, and every entry costs the host's kernel memory): over
+  :data:`~scrollctx.kernel._scratch.MAX_ENTRIES`, it is killed;
 - while no cell runs (the host says so with :attr:`WorkerWatch.busy`), the CPU time the worker
   uses, from ``/proc/<pid>/stat``: over the idle budget since the last cell ended (threads a cell
   left spinning), it is killed.
@@ -25,6 +29,8 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
+
+from scrollctx.kernel._scratch import MAX_ENTRIES
 
 __all__ = ["POLL_SECONDS", "WorkerWatch", "cpu_seconds", "written_bytes"]
 
@@ -73,7 +79,7 @@ class WorkerWatch:
     def __init__(
         self,
         pid: int,
-        scratch: Path,
+        scratch: Path | None,
         *,
         quota: int,
         floor: int,
@@ -89,7 +95,9 @@ class WorkerWatch:
         self.reason: str | None = None
         self._kill = kill
         self._stop = threading.Event()
-        space, inodes = _free(scratch)
+        self.entries: Callable[[], int | None] | None = None
+        """Counts the entries of the worker's scratch tmpfs (set once the host opened it)."""
+        space, inodes = _free(scratch) if scratch is not None else (0, None)
         self.floor = min(floor, space // 2)
         self.inode_floor = None if inodes is None else min(10_000, inodes // 2)
         self._thread = threading.Thread(target=self._watch, name="scroll-worker-disk", daemon=True)
@@ -128,12 +136,20 @@ class WorkerWatch:
                     f"{self.idle_cpu:g} s allowed between cells): a cell left threads running; "
                     "join your threads before the cell ends"
                 )
+        entries = self.entries() if self.entries is not None else None
+        if entries is not None and entries > MAX_ENTRIES:
+            return (
+                f"its scratch folder holds {entries:,} files and folders, over the "
+                f"{MAX_ENTRIES:,} a kernel may have; keep fewer, larger files"
+            )
         written = written_bytes(self.pid)
         if written is not None and written > self.quota:
             return (
                 f"it wrote {written:,} bytes to its scratch folder, over the {self.quota:,}-byte "
                 "quota of one worker; delete what you no longer need and write less"
             )
+        if self.scratch is None:
+            return None
         try:
             space, inodes = _free(self.scratch)
         except OSError:

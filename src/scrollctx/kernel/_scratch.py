@@ -1,0 +1,301 @@
+"""The scratch folder as the worker sees it: a size-limited tmpfs, kept in step with the real one.
+
+In the worker's mount namespace, scratch is a tmpfs of ``Limits.scratch_size`` bytes, so the
+kernel itself refuses a write past the quota (``ENOSPC``, ``fallocate`` included), however fast a
+cell writes. Users still rely on scratch being a real, kept folder (``scroll run --workspace``
+reads their files there; ``<store>/scratch/<session>`` lives across ``scroll exec`` runs), so the
+host copies between the two, and only the host:
+
+- when the worker is ready (before any model code), the host opens the tmpfs through
+  ``/proc/<pid>/root`` and keeps that descriptor for the worker's life; it then *seeds* it with
+  the real folder (a folder holding more than the quota is a :class:`UsageError`);
+- before each cell it *pulls* what changed in the real folder since the last sync (a file the
+  user added or edited while the kernel runs), after each cell and when the worker ends (killed
+  or dead: the held descriptor keeps the tmpfs readable) it *pushes* what the cell changed.
+
+Invariants. Every walk goes through directory descriptors opened with ``O_NOFOLLOW``, and only
+regular files and folders are copied: a symlink, FIFO or socket a cell makes is never followed or
+copied, so no name a cell plants can make the host read or write outside the two folders. A file
+is written under a temporary name in its folder and renamed over the old one (a symlink there is
+replaced, never followed). A change is what differs from the manifest of the last sync (size,
+mtime, inode, per side); a file both sides changed during one cell keeps the host's version. A
+deletion is copied only for files the other side left unchanged. Before writing the real folder
+the host checks its free disk. Problems become notes in the cell's observation, never errors.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from scrollctx.errors import UsageError
+
+__all__ = ["ScratchMirror", "ScratchTooLarge", "open_inside"]
+
+MAX_ENTRIES = 100_000
+"""Files and folders a sync walks at most (more are not copied, and a note says so)."""
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_CHUNK = 1 << 20
+
+Signature = tuple[int, int, int] | None
+"""(size, mtime_ns, inode) of a file; ``None`` for a folder."""
+_ABSENT: Literal[False] = False  # what a walk found for a path it did not find
+
+
+class ScratchTooLarge(UsageError):
+    """The scratch folder holds more than the worker's scratch tmpfs may."""
+
+
+@dataclass
+class _Side:
+    """One of the two folders: its root descriptor and what the last sync saw there."""
+
+    root: int
+    name: str
+    seen: dict[str, Signature] = field(default_factory=dict)
+
+
+def open_inside(pid: int, scratch: str) -> int:
+    """Open the worker's scratch folder in its mount namespace, one component at a time.
+
+    ``/proc/<pid>/root`` is the kernel's own link to the worker's root; every component below
+    it is opened without following symlinks.
+    """
+    root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return _folder(root, scratch.strip("/"), create=False, itself=True)
+    finally:
+        os.close(root)
+
+
+def _signature(st: os.stat_result) -> Signature:
+    return None if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _walk(root: int, limit: int = MAX_ENTRIES) -> tuple[dict[str, Signature], bool]:
+    """Every regular file and folder beneath ``root`` (relative paths), and whether the walk
+    stopped at ``limit`` entries."""
+    found: dict[str, Signature] = {}
+    stack = [("", os.dup(root))]
+    try:
+        while stack:
+            prefix, fd = stack.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        if len(found) >= limit:
+                            return found, True
+                        st = entry.stat(follow_symlinks=False)
+                        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                            continue  # symlinks, FIFOs, sockets stay where they are
+                        rel = prefix + entry.name
+                        found[rel] = _signature(st)
+                        if stat.S_ISDIR(st.st_mode):
+                            stack.append((rel + "/", os.open(entry.name, _DIR, dir_fd=fd)))
+            finally:
+                os.close(fd)
+    finally:
+        for _, fd in stack:
+            os.close(fd)
+    return found, False
+
+
+def _folder(root: int, rel: str, *, create: bool, itself: bool = False) -> int:
+    """Open the folder holding ``rel`` (or ``rel`` itself) beneath ``root``, never through a
+    symlink, making missing folders when ``create``."""
+    fd = os.dup(root)
+    parts = rel.split("/") if itself else rel.split("/")[:-1]
+    try:
+        for part in parts:
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            child = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _free(fd: int) -> int:
+    stats = os.statvfs(fd)
+    return stats.f_bavail * stats.f_frsize
+
+
+class ScratchMirror:
+    """Copies between the worker's scratch tmpfs (``inside``, a descriptor) and the real folder.
+
+    ``quota`` is the tmpfs size; ``floor`` the free bytes kept on the real folder's disk.
+    """
+
+    def __init__(self, real: str, inside: int, *, quota: int, floor: int) -> None:
+        self.quota = quota
+        self.real = _Side(os.open(real, _DIR), real)
+        self.inside = _Side(inside, "the kernel's scratch")
+        self.floor = min(floor, _free(self.real.root) // 2)
+
+    def used_inodes(self) -> int | None:
+        """Files and folders in the tmpfs (for the host's watch), if the kernel says."""
+        try:
+            stats = os.statvfs(self.inside.root)
+        except OSError:
+            return None
+        return stats.f_files - stats.f_ffree if stats.f_files else None
+
+    def seed(self) -> list[str]:
+        """Copy the whole real folder into the (empty) tmpfs, before any model code runs."""
+        found, cut = _walk(self.real.root)
+        total = sum(sig[0] for sig in found.values() if sig is not None)
+        if total > self.quota or cut:
+            raise ScratchTooLarge(
+                f"the scratch folder {self.real.name} holds {total:,} bytes"
+                f"{' in more than ' + format(MAX_ENTRIES, ',') + ' entries' if cut else ''}, "
+                f"more than the kernel's {self.quota:,}-byte scratch may hold "
+                "(Limits.scratch_size; its pages are RAM). Use a smaller folder, or raise the "
+                "limit: SandboxPolicy(limits=Limits(scratch_size=...))"
+            )
+        return self.pull()
+
+    def pull(self) -> list[str]:
+        """Copy into the tmpfs what changed in the real folder since the last sync."""
+        return self._sync(self.real, self.inside, host_wins=False)
+
+    def push(self) -> list[str]:
+        """Copy into the real folder what changed in the tmpfs since the last sync."""
+        return self._sync(self.inside, self.real, host_wins=True)
+
+    def close(self) -> None:
+        """Close both folders (the tmpfs of a dead worker is freed with its last descriptor)."""
+        for side in (self.real, self.inside):
+            if side.root >= 0:
+                os.close(side.root)
+                side.root = -1
+
+    def _sync(self, source: _Side, target: _Side, *, host_wins: bool) -> list[str]:
+        # host_wins: when both changed a file since the last sync, the real folder's stays.
+        notes: list[str] = []
+        now, cut = _walk(source.root)
+        if cut:
+            notes.append(
+                f"{source.name} holds more than {MAX_ENTRIES:,} files and folders; only the "
+                "first were synced, and no deletion was"
+            )
+        there, _ = _walk(target.root)
+        for rel, sig in sorted(now.items()):
+            if rel in source.seen and source.seen[rel] == sig:
+                continue
+            changed_there = rel in target.seen and there.get(rel, _ABSENT) != target.seen[rel]
+            if changed_there and host_wins:
+                notes.append(
+                    f"scratch file {rel} changed both in the kernel and on the host during the "
+                    "cell; the host's version was kept"
+                )
+                continue
+            copied = self._copy(source, target, rel, sig, notes)
+            if copied is not False:
+                source.seen[rel], target.seen[rel] = sig, copied
+        gone = set() if cut else set(source.seen) - set(now)
+        for rel in sorted(gone, reverse=True):  # what a folder holds before the folder
+            self._remove(target, rel, there.get(rel, _ABSENT))
+            source.seen.pop(rel, None)
+            target.seen.pop(rel, None)
+        return notes
+
+    def _copy(
+        self, source: _Side, target: _Side, rel: str, sig: Signature, notes: list[str]
+    ) -> Signature | Literal[False]:
+        try:
+            if sig is None:
+                os.close(_folder(target.root, rel, create=True, itself=True))
+                return None
+            return self._copy_file(source, target, rel, notes)
+        except OSError as exc:
+            notes.append(f"scratch path {rel} was not copied to {target.name}: {exc.strerror}")
+            return False
+
+    def _copy_file(
+        self, source: _Side, target: _Side, rel: str, notes: list[str]
+    ) -> Signature | Literal[False]:
+        src_dir = _folder(source.root, rel, create=False)
+        dst_dir = _folder(target.root, rel, create=True)
+        name = rel.rsplit("/", 1)[-1]
+        temp = f".{name}.scroll-sync"
+        try:
+            src = os.open(name, _FILE, dir_fd=src_dir)
+            try:
+                st = os.fstat(src)
+                if not stat.S_ISREG(st.st_mode):
+                    return False
+                room = _free(dst_dir) - (self.floor if target is self.real else 0)
+                if st.st_size > room:
+                    notes.append(
+                        f"scratch file {rel} ({st.st_size:,} bytes) was not copied to "
+                        f"{target.name}: only {max(room, 0):,} bytes are free there"
+                    )
+                    return False
+                _unlink_quietly(temp, dst_dir)
+                dst = os.open(temp, _NEW, 0o644, dir_fd=dst_dir)
+                try:
+                    for chunk in _chunks(src, st.st_size):
+                        os.write(dst, chunk)
+                    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+                finally:
+                    os.close(dst)
+                os.replace(temp, name, src_dir_fd=dst_dir, dst_dir_fd=dst_dir)
+                return _signature(os.stat(name, dir_fd=dst_dir, follow_symlinks=False))
+            finally:
+                os.close(src)
+        except OSError:
+            _unlink_quietly(temp, dst_dir)
+            raise
+        finally:
+            os.close(src_dir)
+            os.close(dst_dir)
+
+    def _remove(self, target: _Side, rel: str, current: Signature | Literal[False]) -> None:
+        # Only what the other side left as the last sync saw it; a folder only once empty.
+        if rel not in target.seen or current != target.seen[rel]:
+            return
+        try:
+            folder = _folder(target.root, rel, create=False)
+        except OSError:
+            return
+        name = rel.rsplit("/", 1)[-1]
+        try:
+            if current is None:
+                os.rmdir(name, dir_fd=folder)
+            else:
+                os.unlink(name, dir_fd=folder)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY):
+                raise
+        finally:
+            os.close(folder)
+
+
+def _chunks(fd: int, size: int) -> Iterator[bytes]:
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(_CHUNK, left))
+        if not chunk:
+            return
+        left -= len(chunk)
+        yield chunk
+
+
+def _unlink_quietly(name: str, folder: int) -> None:
+    try:
+        os.unlink(name, dir_fd=folder)
+    except FileNotFoundError:
+        pass

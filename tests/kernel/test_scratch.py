@@ -1,0 +1,167 @@
+"""The scratch tmpfs and the real scratch folder kept in step, with real workers and bwrap."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from needs import missing
+from scrollctx.kernel import Kernel, Limits, SandboxPolicy
+from scrollctx.kernel._scratch import ScratchTooLarge
+
+
+def user_folder(tmp_path: Path) -> Path:
+    """A scratch folder that already holds a user's file."""
+    scratch = tmp_path / "scratch"
+    (scratch / "data").mkdir(parents=True)
+    (scratch / "data" / "input.csv").write_text("a,b\n1,2\n")
+    os.utime(scratch / "data" / "input.csv", ns=(1_000_000_000, 1_000_000_000))
+    return scratch
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[Kernel]:
+    """A strict kernel whose scratch folder already holds a user's files."""
+    with Kernel(scratch=user_folder(tmp_path), timeout=5.0, grace=0.5) as started:
+        assert started.start().layer("namespaces").holds
+        yield started
+
+
+def test_the_worker_sees_the_folder_and_the_folder_gets_what_the_cell_wrote(
+    kernel: Kernel,
+) -> None:
+    cell = (
+        "import os\nprint(open('data/input.csv').read(), os.stat('data/input.csv').st_mtime)\n"
+        "os.makedirs('out/deep')\nopen('out/deep/result.txt', 'w').write('42')\n"
+        "os.remove('data/input.csv')"
+    )
+    result = kernel.run_cell(cell)
+    assert result.stdout == "a,b\n1,2\n 1.0\n", result.error
+    assert (kernel.scratch / "out" / "deep" / "result.txt").read_text() == "42"
+    assert not (kernel.scratch / "data" / "input.csv").exists()  # the cell deleted it
+
+
+def test_a_file_the_user_adds_or_edits_while_the_kernel_runs_reaches_the_next_cell(
+    kernel: Kernel,
+) -> None:
+    kernel.run_cell("open('notes.txt', 'w').write('from the kernel')")
+    (kernel.scratch / "added.txt").write_text("from the user")
+    (kernel.scratch / "data" / "input.csv").write_text("edited by the user")
+    seen = kernel.run_cell("print(open('added.txt').read(), open('data/input.csv').read())")
+    assert seen.stdout == "from the user edited by the user\n"
+    assert (kernel.scratch / "added.txt").read_text() == "from the user"  # not removed
+    assert (kernel.scratch / "notes.txt").read_text() == "from the kernel"
+
+
+def test_a_file_changed_on_both_sides_during_a_cell_keeps_the_users_version(
+    tmp_path: Path,
+) -> None:
+    scratch = user_folder(tmp_path)
+
+    def edit() -> None:
+        """Edit the user's file on the host (called mid-cell, so during the cell)."""
+        (scratch / "data" / "input.csv").write_text("the user's edit")
+
+    with Kernel(scratch=scratch, tools=[edit]) as both:
+        result = both.run_cell("edit()\nopen('data/input.csv', 'w').write('the cell\\'s edit')")
+        assert any("changed both in the kernel and on the host" in n for n in result.notes)
+        assert (both.scratch / "data" / "input.csv").read_text() == "the user's edit"
+        again = both.run_cell("print(open('data/input.csv').read())")
+        assert again.stdout == "the user's edit\n"
+
+
+def test_files_survive_a_worker_killed_mid_cell_and_the_next_kernel(kernel: Kernel) -> None:
+    # The host holds the tmpfs open, so what a killed worker wrote is still copied back.
+    result = kernel.run_cell("open('partial.txt', 'w').write('saved')\nsum(range(10**12))",
+                             timeout=0.3)  # fmt: skip
+    assert result.namespace_lost
+    assert (kernel.scratch / "partial.txt").read_text() == "saved"
+    assert kernel.run_cell("print(open('partial.txt').read())").stdout == "saved\n"
+    kernel.close()
+    with Kernel(scratch=kernel.scratch) as later:  # scroll exec's kept folder
+        assert later.run_cell("print(open('partial.txt').read())").stdout == "saved\n"
+
+
+def test_symlinks_a_cell_plants_never_lead_the_host_outside(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host secret")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "out").symlink_to(outside)  # e.g. left by an older kernel, or by the user
+    (scratch / "peek.txt").symlink_to(outside / "secret.txt")
+    with Kernel(scratch=scratch) as kernel:
+        cell = (
+            "import os\nprint(sorted(os.listdir('.')))\n"
+            f"os.symlink({str(outside)!r}, 'escape')\nos.symlink('/etc/passwd', 'passwd')\n"
+            "os.mkdir('out')\nopen('out/planted.txt', 'w').write('x')\n"
+            "os.mkfifo('pipe')"
+        )
+        result = kernel.run_cell(cell)
+        assert result.stdout == "[]\n", result.error  # the host's symlinks were not followed in
+        assert [n.split(" was not copied to ")[0] for n in result.notes] == [
+            "scratch path out",
+            "scratch path out/planted.txt",
+        ]  # nothing about the symlinks and the FIFO the cell made: they stay in the kernel
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert sorted(p.name for p in scratch.iterdir()) == ["out", "peek.txt"]
+    assert (scratch / "out").is_symlink() and (scratch / "peek.txt").is_symlink()
+
+
+def test_a_folder_larger_than_the_quota_is_a_clear_error(tmp_path: Path) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "big.bin").write_bytes(b"x" * 3 * 1024**2)
+    policy = SandboxPolicy(limits=Limits(scratch_size=2 * 1024**2))
+    kernel = Kernel(scratch=scratch, sandbox=policy)
+    with pytest.raises(ScratchTooLarge, match=r"holds 3,145,728 bytes, more than the kernel's"):
+        kernel.start()
+    kernel.close()
+    assert (scratch / "big.bin").stat().st_size == 3 * 1024**2  # nothing lost
+
+
+def test_a_file_the_user_edited_is_not_deleted_by_the_cell(tmp_path: Path) -> None:
+    scratch = user_folder(tmp_path)
+
+    def edit() -> None:
+        """Edit the user's file on the host (called mid-cell, so during the cell)."""
+        (scratch / "data" / "input.csv").write_text("the user's edit")
+
+    with Kernel(scratch=scratch, tools=[edit]) as kernel:
+        kernel.run_cell("import os\nedit()\nos.remove('data/input.csv')")
+        assert (scratch / "data" / "input.csv").read_text() == "the user's edit"
+
+
+_NEARLY_FULL = """
+import json, sys
+from scrollctx.kernel import Kernel
+with Kernel(scratch=sys.argv[1]) as kernel:
+    result = kernel.run_cell("open('big.bin', 'wb').write(b'x' * 3 * 2**20)")
+    print(json.dumps(list(result.notes)))
+"""
+
+
+def test_the_host_checks_free_disk_before_copying_back(tmp_path: Path) -> None:
+    # A real nearly-full disk: the host runs in its own mount namespace with a 4 MiB tmpfs as
+    # the scratch folder; it keeps half of what was free and so refuses the 3 MiB file.
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        missing("needs root and unshare(1) to mount a small file system for the host")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    mount = f'mount -t tmpfs -o size=4m tmpfs {scratch} && exec "$0" -c "$1" {scratch}'
+    done = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount,
+         sys.executable, _NEARLY_FULL],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    notes = json.loads(done.stdout)
+    assert len(notes) == 1 and notes[0].startswith("scratch file big.bin (3,145,728 bytes) was")
+    assert "bytes are free there" in notes[0]
