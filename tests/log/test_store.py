@@ -201,6 +201,8 @@ def test_events_and_span_read_in_seq_order(store: EventStore) -> None:
     assert [e.seq for e in store.events(list(reversed(seqs)))] == seqs
     assert [e.seq for e in store.span(seqs[10], seqs[12])] == seqs[10:13]
     assert [e.seq for e in store.session_events("s1", after_seq=seqs[-3])] == seqs[-2:]
+    window = store.session_events("s1", after_seq=seqs[3], before_seq=seqs[6])
+    assert [e.seq for e in window] == seqs[4:6]
     assert [e.seq for e in store.events_after(seqs[5], 3)] == seqs[6:9]
     assert store.events_after(seqs[-1], 10) == []
     with pytest.raises(UsageError, match="no event at seq 99999"):

@@ -9,6 +9,7 @@ Backends live in :mod:`scrollctx.agent.backends`; their main names are re-export
 """
 
 from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, choose_model
+from scrollctx.agent._calls import CallChanges, ModelCall, call_changes, rebuild_call
 from scrollctx.agent._events import (
     AgentEvent,
     ContextEvicted,
@@ -71,6 +72,7 @@ __all__ = [
     "AnswerSubmitted",
     "Backend",
     "BackendOptions",
+    "CallChanges",
     "ChatRequest",
     "ChatSession",
     "Completion",
@@ -79,6 +81,7 @@ __all__ = [
     "Delta",
     "Limits",
     "Message",
+    "ModelCall",
     "ModelStep",
     "NO_MODEL_HELP",
     "Observation",
@@ -101,11 +104,13 @@ __all__ = [
     "Usage",
     "UserTool",
     "build_system_prompt",
+    "call_changes",
     "choose_model",
     "extract_code_blocks",
     "json_memory_toolset",
     "persist_message",
     "read_prompt",
+    "rebuild_call",
     "redact",
     "register",
     "resolve_model",

@@ -8,8 +8,11 @@ appended. A model without tool calls gets the code of its fenced blocks run as a
 Invariants:
 
 - Every event is appended to the Event Log before it is yielded; every model call is a
-  ``model_turn`` event carrying ``metadata.model_call`` (model, usage, latency), every action a
-  ``tool_result`` event (recall observations with ``searchable=False``).
+  ``model_turn`` event carrying ``metadata.model_call`` (model, usage, latency, and what the
+  view cannot rebuild by itself: the call's digest, context tokens and budget), every action a
+  ``tool_result`` event (recall observations with ``searchable=False``). Before a run's first
+  response, its system prompt is logged (a ``system`` event with ``metadata.prompt``), so what
+  the model received on any call can be rebuilt from the log (:mod:`scrollctx.agent._calls`).
 - A run always ends with exactly one :class:`RunFinished`: an answer (``submit_answer``), a chat
   reply, or an explicit failure (step limit, token budget, provider error after retries, a
   context that cannot fit, a kernel that cannot start), recorded as a ``system`` event with
@@ -60,7 +63,10 @@ from scrollctx.errors import (
 from scrollctx.log import Kind, NewEvent
 from scrollctx.view import estimate_tokens, parse_headline, strip_headline
 
-__all__ = ["AgentLoop", "Limits", "new_id"]
+__all__ = ["PROMPT_KEY", "AgentLoop", "Limits", "new_id"]
+
+PROMPT_KEY = "prompt"
+"""Metadata key of the ``system`` event holding a run's system prompt (its ``content``)."""
 
 _Steps = Generator[AgentEvent, None, "_Outcome | None"]
 _FAILURES = (BackendError, ContextOverflow, KernelError, StoreError, UsageError)
@@ -103,6 +109,7 @@ class _Run:
     trace: TraceRecorder
     started: float = field(default_factory=time.monotonic)
     metrics: RunMetrics = field(default_factory=RunMetrics)
+    prompt_logged: bool = False
 
 
 class AgentLoop:
@@ -222,11 +229,10 @@ class AgentLoop:
         completion, prepared = yield from self._call(run, step, prepared)
         elapsed = time.monotonic() - started
         self._count(run, prepared, completion)
+        self._log_prompt(run, prepared)
+        call = {**_call_meta(completion, elapsed), **_context_meta(prepared, self.context.digest)}
         seq = self.policy.add(
-            completion.to_message(),
-            fields=self._fields(
-                run, step, metadata={"model_call": _call_meta(completion, elapsed)}
-            ),
+            completion.to_message(), fields=self._fields(run, step, metadata={"model_call": call})
         )[-1]
         text = strip_headline(completion.text).strip()
         parsed = parse_headline(completion.text)
@@ -363,6 +369,14 @@ class AgentLoop:
             metrics.tokens_in += prepared.tokens
             metrics.tokens_out += estimate_tokens(completion.text)
 
+    def _log_prompt(self, run: _Run, prepared: PreparedContext) -> None:
+        """Log the run's system prompt and index header once, before its first response:
+        what the model received on a call can then be rebuilt from the log (``_calls``)."""
+        if run.prompt_logged:
+            return
+        run.prompt_logged = True
+        self._system(run, prepared.system, PROMPT_KEY, index_header=prepared.index_header)
+
     def _system(
         self, run: _Run, content: str, key: str, step: int | None = None, **data: Any
     ) -> int:
@@ -415,6 +429,15 @@ def _evicted(step: int, prepared: PreparedContext) -> ContextEvicted:
     return ContextEvicted(
         step, prepared.tokens_before, prepared.tokens, prepared.evicted_turns, prepared.index_seq
     )
+
+
+def _context_meta(prepared: PreparedContext, digest: str) -> dict[str, Any]:
+    """What the view cannot rebuild by itself about this call: its digest and budget."""
+    return {
+        "digest": digest,
+        "context_tokens": prepared.tokens,
+        "budget_tokens": prepared.budget_tokens,
+    }
 
 
 def _call_meta(completion: Completion, elapsed: float) -> dict[str, Any]:

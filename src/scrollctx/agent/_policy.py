@@ -32,7 +32,14 @@ from typing import Any, Protocol, runtime_checkable
 from scrollctx.agent.backends import Message
 from scrollctx.errors import UsageError
 from scrollctx.log import EventLog, NewEvent
-from scrollctx.view import INDEX_HEADER, INDEX_KIND, EvictionIndex, WorkingView, split_message
+from scrollctx.view import (
+    INDEX_HEADER,
+    INDEX_KIND,
+    EvictionIndex,
+    RenderedView,
+    WorkingView,
+    split_message,
+)
 
 __all__ = [
     "ContextPolicy",
@@ -58,6 +65,10 @@ class PreparedContext:
     tokens_before: int
     evicted_turns: int = 0
     index_seq: int | None = None
+    index_header: str | None = None
+    """The header the policy put on the index message instead of the view's own, if any."""
+    budget_tokens: int | None = None
+    """The window the policy kept the context under (``None``: the policy has none)."""
 
     @property
     def evicted(self) -> bool:
@@ -206,18 +217,26 @@ class ScrollPolicy:
         if shrink:
             view.budget_tokens = max(_MIN_BUDGET, int(view.tokens * _SHRINK))
         report = view.ensure_budget(digest or None)
-        rendered = view.build("openai", digest or None)
-        messages = list(rendered.messages)
-        if messages and messages[0].get("role") == "system":
-            messages = messages[1:]
+        rendered, messages = self.request(digest)
         return PreparedContext(
             system=view.system_prompt,
-            messages=[self._headed(_as_message(m)) for m in messages],
+            messages=messages,
             tokens=rendered.tokens,
             tokens_before=report.tokens_before,
             evicted_turns=report.evicted_turns,
             index_seq=report.index_seq,
+            index_header=self.index_header,
+            budget_tokens=view.budget_tokens,
         )
+
+    def request(self, digest: str) -> tuple[RenderedView, list[Message]]:
+        """Build the next call's messages from the view as it is (no eviction, nothing
+        written): the body :meth:`prepare` hands the backend, the system prompt apart."""
+        rendered = self.view.build("openai", digest or None)
+        messages = list(rendered.messages)
+        if messages and messages[0].get("role") == "system":
+            messages = messages[1:]
+        return rendered, [self._headed(_as_message(m)) for m in messages]
 
     def observe_usage(self, prompt_tokens: int) -> None:
         """Calibrate the view's token counter."""

@@ -12,13 +12,10 @@ text can never drive the user's terminal; piped output stays exact.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import json
 import os
-import re
 import sys
-import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -26,6 +23,7 @@ import click
 
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import ScrollError
+from scrollctx.log import escape_unsafe, unsafe_characters
 
 __all__ = [
     "LazyGroup",
@@ -40,14 +38,6 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
-"""Controls, format characters (bidi controls and isolates, zero-width characters, the BOM, tag
-characters, invisible operators), line and paragraph separators, and lone surrogates."""
-_KEPT = frozenset("\n\t")
-# Planes 4-13 are unassigned and planes 15-16 private use: every character of the categories
-# above lies in planes 0-3 or 14.
-_PLANES = (range(0x40000), range(0xE0000, 0xF0000))
 
 
 class LazyGroup(click.Group):
@@ -145,9 +135,7 @@ def terminal_safe(text: str, *, is_terminal: bool) -> str:
     tab), Cf, Zl, Zp or Cs is shown as ``\\x1b``, ``\\u202e`` or ``\\U000e0041``. Piped output
     keeps the exact text.
     """
-    if not is_terminal:
-        return text
-    return _unsafe_characters().sub(lambda m: _escape(m.group()), text)
+    return escape_unsafe(text) if is_terminal else text
 
 
 def warn(message: str) -> None:
@@ -155,33 +143,10 @@ def warn(message: str) -> None:
     echo(message, err=True)
 
 
-@functools.cache
-def _unsafe_characters() -> re.Pattern[str]:
-    """The character class of every unsafe character, built once from the Unicode database."""
-    ranges: list[list[int]] = []
-    for plane in _PLANES:
-        for code in plane:
-            char = chr(code)
-            if char in _KEPT or unicodedata.category(char) not in _UNSAFE_CATEGORIES:
-                continue
-            if ranges and ranges[-1][1] == code - 1:
-                ranges[-1][1] = code
-            else:
-                ranges.append([code, code])
-    return re.compile("[" + "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in ranges) + "]")
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
 def _json_safe(text: str) -> str:
     """Write the unsafe characters of a JSON document as JSON escapes (they only occur inside
     strings, the structure being ASCII), so it decodes to exactly the same value."""
-    return _unsafe_characters().sub(lambda m: _json_escape(ord(m.group())), text)
+    return unsafe_characters().sub(lambda m: _json_escape(ord(m.group())), text)
 
 
 def _json_escape(code: int) -> str:

@@ -24,6 +24,12 @@ from scrollctx.log._payloads import (
 )
 from scrollctx.log._store import EventLog
 from scrollctx.log._text import extractive_label, split_prose_code
+from scrollctx.log._unsafe import (
+    UNSAFE_CATEGORIES,
+    escape_character,
+    escape_unsafe,
+    unsafe_characters,
+)
 
 __all__ = [
     "ArtifactRef",
@@ -40,7 +46,10 @@ __all__ = [
     "Payloads",
     "StoreCheck",
     "ToolResultRef",
+    "UNSAFE_CATEGORIES",
     "check_store",
+    "escape_character",
+    "escape_unsafe",
     "event_checksum",
     "extractive_label",
     "fetch_rows",
@@ -51,6 +60,7 @@ __all__ = [
     "split_prose_code",
     "stored_checksum",
     "tolerant_text",
+    "unsafe_characters",
     "utc_now_iso",
     "verify_event",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import urllib.parse
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from scrollctx.errors import IntegrityError, StoreError
 from scrollctx.log._integrity import CHECKSUM_COLUMNS, stored_checksum, tolerant_text
 from scrollctx.log._payloads import PayloadStore
 
-__all__ = ["Damage", "StoreCheck", "check_store", "needs_upgrade"]
+__all__ = ["Damage", "StoreCheck", "check_store", "connect_read_only", "needs_upgrade"]
 
 _CHUNK = 2000
 _QUICK_CHECK_LINES = 20
@@ -86,7 +87,7 @@ def check_store(db_path: Path, payload_root: Path | None = None) -> StoreCheck:
         StoreError: there is no store at ``db_path``, or it predates per-event checksums.
         IntegrityError: the file is not a scrollctx store.
     """
-    conn = _open_read_only(db_path)
+    conn = connect_read_only(db_path)
     payloads = PayloadStore(payload_root or db_path.parent / "payloads")
     report = StoreCheck(str(db_path.parent))
     try:
@@ -109,11 +110,13 @@ def needs_upgrade(db_path: Path) -> str:
     )
 
 
-def _open_read_only(db_path: Path) -> sqlite3.Connection:
+def connect_read_only(db_path: Path) -> sqlite3.Connection:
+    """Open an existing store's database through a ``mode=ro`` URI (never created here)."""
     if not db_path.is_file():
         raise StoreError(f"no Event Log at {db_path}; point --store at an existing store")
-    uri = "file:" + str(db_path.resolve()) + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True)
+    uri = "file:" + urllib.parse.quote(str(db_path.resolve())) + "?mode=ro"
+    # EventLog.open_read_only may hand it to another thread (its callers serialize reads).
+    conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     try:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(conversation_history)")}
     except sqlite3.DatabaseError as exc:

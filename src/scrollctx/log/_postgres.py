@@ -365,9 +365,15 @@ class PostgresEventStore:
         """Return up to ``limit`` events with ``seq > after_seq`` in seq order (to follow a log)."""
         return self._select("seq > %s", (after_seq,), limit=limit)
 
-    def session_events(self, session_id: str, *, after_seq: int = 0) -> list[Event]:
-        """Return one session's events after ``after_seq``, in seq order."""
-        return self._select("session_id = %s AND seq > %s", (session_id, after_seq))
+    def session_events(
+        self, session_id: str, *, after_seq: int = 0, before_seq: int | None = None
+    ) -> list[Event]:
+        """Return one session's events after ``after_seq`` (and before ``before_seq``), in order."""
+        if before_seq is None:
+            return self._select("session_id = %s AND seq > %s", (session_id, after_seq))
+        return self._select(
+            "session_id = %s AND seq > %s AND seq < %s", (session_id, after_seq, before_seq)
+        )
 
     def last_seq(self) -> int:
         """Return the highest seq ever assigned (0 for an empty log)."""

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import IntegrityError, StoreError, UsageError
+from scrollctx.log._check import connect_read_only
 from scrollctx.log._events import Event, NewEvent
 from scrollctx.log._failures import file_identity, known_failure, store_error
 from scrollctx.log._integrity import fetch_rows, stored_checksum, verify_event
@@ -100,6 +101,7 @@ class EventLog:
         self.payload_threshold = payload_threshold
         self._lock = threading.RLock()
         self._depth = 0
+        self.read_only = False
         row = conn.execute("SELECT value FROM _meta WHERE key = 'fts5'").fetchone()
         self.has_fts5 = bool(row and row[0] == "1")
 
@@ -178,6 +180,37 @@ class EventLog:
             raise
         return log
 
+    @classmethod
+    def open_read_only(cls, path: str | Path, *, payload_dir: str | Path | None = None) -> EventLog:
+        """Open an existing Event Log so that nothing done through it can write the store.
+
+        The file is opened through a ``mode=ro`` URI with ``PRAGMA query_only``: no folder or
+        file is created, no migration or journal-mode switch runs, no checkpoint happens, and
+        every write (an append, an import, a transaction) raises :class:`StoreError` before it
+        touches the database or the payload folder. For inspectors (``scroll ui``).
+
+        Raises:
+            StoreError: there is no store at ``path``, or it predates per-event checksums.
+            IntegrityError: the file is not a scrollctx store.
+        """
+        path = Path(path)
+        conn = connect_read_only(path)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA query_only = 1")
+            log = cls(
+                conn,
+                path,
+                PayloadStore(Path(payload_dir) if payload_dir else path.parent / "payloads"),
+            )
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise IntegrityError(
+                f"{path} is not a usable Event Log: {exc}", path=str(path)
+            ) from exc
+        log.read_only = True
+        return log
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -205,6 +238,7 @@ class EventLog:
         Write events inside it with :meth:`append`/:meth:`append_many` only: a raw INSERT on
         the yielded connection would not be indexed for search.
         """
+        self._refuse_if_read_only()
         with self._lock:
             if self._depth == 0:
                 self._keep_wal()
@@ -225,6 +259,13 @@ class EventLog:
                 raise
             self._depth -= 1
             self._conn.execute("COMMIT" if self._depth == 0 else f"RELEASE sp{self._depth}")
+
+    def _refuse_if_read_only(self) -> None:
+        if self.read_only:
+            raise StoreError(
+                f"{self.path} was opened read-only (EventLog.open_read_only); nothing was "
+                "written. Open it with EventLog.open to write"
+            )
 
     def _keep_wal(self) -> None:
         """Notice a ``-wal`` deleted or replaced under this open log, and save what it held.
@@ -266,6 +307,7 @@ class EventLog:
 
     def append_many(self, events: Iterable[NewEvent]) -> list[int]:
         """Append events in one transaction: all become durable, or none do."""
+        self._refuse_if_read_only()  # before _prepare, which writes payload files
         rows = [self._prepare(event) for event in events]
         try:
             with self.atomic() as conn:
@@ -394,9 +436,15 @@ class EventLog:
         """Return every event with ``lo <= seq <= hi``, in seq order."""
         return self._select("seq BETWEEN ? AND ?", (lo, hi))
 
-    def session_events(self, session_id: str, *, after_seq: int = 0) -> list[Event]:
-        """Return one session's events after ``after_seq``, in seq order."""
-        return self._select("session_id = ? AND seq > ?", (session_id, after_seq))
+    def session_events(
+        self, session_id: str, *, after_seq: int = 0, before_seq: int | None = None
+    ) -> list[Event]:
+        """Return one session's events after ``after_seq`` (and before ``before_seq``), in order."""
+        if before_seq is None:
+            return self._select("session_id = ? AND seq > ?", (session_id, after_seq))
+        return self._select(
+            "session_id = ? AND seq > ? AND seq < ?", (session_id, after_seq, before_seq)
+        )
 
     def events_after(self, after_seq: int, limit: int) -> list[Event]:
         """Return up to ``limit`` events with ``seq > after_seq`` in seq order (to follow a log)."""

@@ -17,10 +17,17 @@ from scrollctx.view._carried import (
     write_carried_indexes,
 )
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
-from scrollctx.view._reports import EvictionReport, RenderedView, ViewMetrics
+from scrollctx.view._reports import CallSnapshot, EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._simulate import SimulationResult, simulate
 from scrollctx.view._turns import VIEW_KEY, Turn, split_message
-from scrollctx.view._working import INDEX_KIND, WorkingView, load_index
+from scrollctx.view._working import (
+    DIGEST_HEADER,
+    INDEX_KIND,
+    STATE_KIND,
+    WorkingView,
+    call_seqs,
+    load_index,
+)
 from scrollctx.view.headlines import (
     HEADLINE_PROMPT,
     STATUSES,
@@ -33,6 +40,8 @@ from scrollctx.view.tokens import TokenCounter, estimate_tokens
 
 __all__ = [
     "CARRIED_PREFIX",
+    "CallSnapshot",
+    "DIGEST_HEADER",
     "EvictionIndex",
     "EvictionReport",
     "HEADLINE_PROMPT",
@@ -43,6 +52,7 @@ __all__ = [
     "IndexBlock",
     "IndexLine",
     "RenderedView",
+    "STATE_KIND",
     "STATUSES",
     "SimulationResult",
     "TokenCounter",
@@ -51,6 +61,7 @@ __all__ = [
     "ViewMetrics",
     "WorkingView",
     "build_carried_index",
+    "call_seqs",
     "carried_index",
     "carried_session",
     "carried_task_ids",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["EvictionReport", "RenderedView", "ViewMetrics"]
+__all__ = ["CallSnapshot", "EvictionReport", "RenderedView", "ViewMetrics"]
 
 
 @dataclass(slots=True)
@@ -75,3 +75,22 @@ class RenderedView:
     messages: list[dict[str, Any]]
     tokens: int
     build_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class CallSnapshot:
+    """The view one model call received, rebuilt from the log by :meth:`WorkingView.replay`."""
+
+    seq: int
+    """The call's response: the assistant turn written after it."""
+    tokens: int
+    """The view's size (the counter's tokens: an estimate unless it has a tokenizer)."""
+    history_tokens: int
+    """The system prompt, the digest and every turn so far unfolded: what replaying the
+    whole history would have sent."""
+    index_tokens: int
+    live_turns: int
+    evictions: int
+    """Evictions so far in the session (cumulative, like ``folds`` and ``rollups``)."""
+    folds: int
+    rollups: int

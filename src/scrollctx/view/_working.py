@@ -43,11 +43,12 @@ import logging
 import math
 import time
 from bisect import bisect_right
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from scrollctx.errors import ContextOverflow, IntegrityError, StoreError, UsageError
-from scrollctx.log import Event, EventLog, NewEvent
+from scrollctx.log import Event, EventLog, Kind, NewEvent
 from scrollctx.view._eviction import (
     Group,
     active_start,
@@ -58,12 +59,12 @@ from scrollctx.view._eviction import (
 )
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
 from scrollctx.view._render import merge_anthropic, to_anthropic, to_openai, user_text
-from scrollctx.view._reports import EvictionReport, RenderedView, ViewMetrics
+from scrollctx.view._reports import CallSnapshot, EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._stored import Locations, pack, stored_locations, unpack
 from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn_from_event
 from scrollctx.view.tokens import MESSAGE_OVERHEAD, TokenCounter
 
-__all__ = ["DIGEST_HEADER", "INDEX_KIND", "STATE_KIND", "WorkingView", "load_index"]
+__all__ = ["DIGEST_HEADER", "INDEX_KIND", "STATE_KIND", "WorkingView", "call_seqs", "load_index"]
 
 INDEX_KIND = "eviction_index"
 """Event kind of the persisted index (``metadata``: :meth:`EvictionIndex.to_data`, packed)."""
@@ -76,6 +77,8 @@ DIGEST_HEADER = (
 )
 _PLACEHOLDER = "[session continues]"
 _MAX_ROUNDS = 16
+_PAGE_SEQS = 2000
+_NO_STATE: dict[str, Any] = {"live_from": 1, "pinned": [], "folded": []}
 _log = logging.getLogger(__name__)
 
 
@@ -579,37 +582,101 @@ class WorkingView:
 
     @classmethod
     def restore(
-        cls, log: EventLog, session_id: str, system_prompt: str = "", **settings: Any
+        cls,
+        log: EventLog,
+        session_id: str,
+        system_prompt: str = "",
+        *,
+        before_seq: int | None = None,
+        **settings: Any,
     ) -> WorkingView:
         """Rebuild a session's view and index from the log (after a restart).
 
+        ``before_seq`` rebuilds the view as it stood before that seq was written, from the
+        events before it only: with the seq of an assistant turn, the view of the model call
+        that turn answers (what :meth:`build` sent, but the digest, which is not logged).
         ``settings`` are the constructor's keyword arguments; ``k`` comes from the stored index
         when there is one.
         """
         kind = INDEX_KIND if settings.get("with_index", True) else STATE_KIND
-        latest = _latest_index_event(log, session_id, kind)
-        state: dict[str, Any] = {"live_from": 1, "pinned": [], "folded": []}
+        latest = _latest_index_event(log, session_id, kind, before_seq)
+        state = _NO_STATE
         try:
             if latest is not None:
                 settings["k"] = int(latest.metadata["k"])
             view = cls(log, session_id, system_prompt, **settings)
             if latest is not None:
-                data, view._stored = unpack(latest.metadata, latest.seq, view._index_metadata)
-                view.index = EvictionIndex.from_data(data)
-                if view.with_index:
-                    view._set_index_text(view.index.render())
-                state = data.get("view_state", state)
-                view._restore_metrics(data["counters"])
-            view._restore_turns(state, after_index=latest.seq if latest else 0)
+                state = view._load_index(latest, view._index_metadata)
+            view._restore_turns(
+                state, after_index=latest.seq if latest else 0, before_seq=before_seq
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            where = f"the eviction index at seq {latest.seq}" if latest else "a view event"
-            raise IntegrityError(
-                f"cannot restore session {session_id!r} from {log.path}: {where} is malformed "
-                f"({type(exc).__name__}: {exc}); the events were not written by this version "
-                "of scrollctx or were edited",
-                path=str(log.path),
-            ) from exc
+            raise _malformed(log, session_id, latest, exc) from exc
         return view
+
+    @classmethod
+    def replay(
+        cls,
+        log: EventLog,
+        session_id: str,
+        system_prompt: str = "",
+        *,
+        digest_of: Callable[[Event], str | None] | None = None,
+        **settings: Any,
+    ) -> Iterator[CallSnapshot]:
+        """Walk a session from its first event; yield the view each model call received.
+
+        One pass in seq order through the same steps as :meth:`restore` (each index event's
+        state decides which turns stay live, pinned and folded), yielding a
+        :class:`CallSnapshot` before every assistant turn (the response of one call): the same
+        view ``restore(before_seq=that turn's seq)`` rebuilds. ``digest_of(event)`` gives the
+        digest that call carried (it is not a view event; ``None``: none).
+        """
+        view = cls(log, session_id, system_prompt, **settings)
+        kind = INDEX_KIND if view.with_index else STATE_KIND
+        seen: dict[int, dict[str, Any]] = {}
+        history_raw = 0
+        for event in _session_pages(log, session_id):
+            if event.kind == kind:
+                try:
+                    state = view._load_index(event, seen.get)
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    raise _malformed(log, session_id, event, exc) from exc
+                seen[event.seq] = event.metadata
+                view._keep_live(state)
+            elif VIEW_KEY in event.metadata:
+                turn = turn_from_event(event, log.full_text(event))
+                if turn.role == "assistant":
+                    view.set_digest((digest_of(event) if digest_of else None) or "")
+                    yield view._snapshot(event.seq, history_raw)
+                view._push(turn)
+                history_raw += turn.raw_tokens
+
+    def _snapshot(self, seq: int, history_raw: int) -> CallSnapshot:
+        metrics = self.metrics
+        return CallSnapshot(
+            seq=seq,
+            tokens=self.tokens,
+            history_tokens=self.counter.scale(self.scaffold_raw() + history_raw),
+            index_tokens=self.counter.scale(self._index_raw),
+            live_turns=len(self._turns),
+            evictions=metrics.evictions,
+            folds=metrics.folds,
+            rollups=metrics.rollups,
+        )
+
+    def _load_index(
+        self, event: Event, load: Callable[[int], dict[str, Any] | None]
+    ) -> dict[str, Any]:
+        """Take the index, counters and stored-block locations of an index event; return its
+        view state (``live_from``, ``pinned``, ``folded``)."""
+        data, self._stored = unpack(event.metadata, event.seq, load)
+        self.index = EvictionIndex.from_data(data)
+        if self.with_index:
+            self._set_index_text(self.index.render())
+        self._restore_metrics(data["counters"])
+        state: dict[str, Any] = data.get("view_state", _NO_STATE)
+        return state
 
     def _index_metadata(self, seq: int) -> dict[str, Any] | None:
         event = self.log.get(seq)
@@ -618,25 +685,55 @@ class WorkingView:
             return None
         return event.metadata
 
-    def _restore_turns(self, state: dict[str, Any], *, after_index: int) -> None:
-        spans = [(b.lo, b.hi) for b in self.index.blocks()]
-        starts = [lo for lo, _ in spans]
+    def _restore_turns(
+        self, state: dict[str, Any], *, after_index: int, before_seq: int | None = None
+    ) -> None:
+        is_evicted = self._evicted_test(state)
         pinned, folded = set(state["pinned"]), set(state["folded"])
-        events = self.log.session_events(self.session_id, after_seq=int(state["live_from"]) - 1)
+        events = self.log.session_events(
+            self.session_id, after_seq=int(state["live_from"]) - 1, before_seq=before_seq
+        )
         for event in events:
-            if VIEW_KEY not in event.metadata:
-                continue
-            at = bisect_right(starts, event.seq) - 1
-            if at >= 0 and spans[at][0] <= event.seq <= spans[at][1] and event.seq not in pinned:
+            if VIEW_KEY not in event.metadata or is_evicted(event.seq):
                 continue
             turn = turn_from_event(event, self.log.full_text(event))
             turn.pinned = event.seq in pinned
             self._push_restored(turn, counted=event.seq > after_index)
             if event.seq in folded and turn.role == "tool":
                 self._turns_raw -= turn.raw_tokens
-                turn.stub_tokens = self._message_raw(fold_stub(turn))
-                turn.folded = True
+                self._fold_restored(turn)
                 self._turns_raw += turn.stub_tokens
+
+    def _keep_live(self, state: dict[str, Any]) -> None:
+        """Apply an index event's view state to the live turns (what the eviction did)."""
+        is_evicted = self._evicted_test(state)
+        pinned, folded = set(state["pinned"]), set(state["folded"])
+        kept = [t for t in self._turns if t.seq is not None and not is_evicted(t.seq)]
+        for turn in kept:
+            turn.pinned = turn.seq in pinned
+            if turn.seq in folded and turn.role == "tool" and not turn.folded:
+                self._fold_restored(turn)
+        self._turns = kept
+        self._turns_raw = sum(t.tokens for t in kept)
+
+    def _evicted_test(self, state: dict[str, Any]) -> Callable[[int], bool]:
+        """Whether a seq left the view: before ``live_from``, or in an index span unpinned."""
+        spans = [(b.lo, b.hi) for b in self.index.blocks()]
+        starts = [lo for lo, _ in spans]
+        live_from, pinned = int(state["live_from"]), set(state["pinned"])
+
+        def is_evicted(seq: int) -> bool:
+            if seq < live_from:
+                return True
+            at = bisect_right(starts, seq) - 1
+            return at >= 0 and spans[at][0] <= seq <= spans[at][1] and seq not in pinned
+
+        return is_evicted
+
+    def _fold_restored(self, turn: Turn) -> None:
+        turn.stub_tokens = self._message_raw(fold_stub(turn))
+        turn.folded = True
+        turn.cache.clear()
 
     def _push_restored(self, turn: Turn, *, counted: bool) -> None:
         assistant, headlined = self.metrics.assistant_turns, self.metrics.headlined_turns
@@ -719,10 +816,45 @@ def load_index(log: EventLog, session_id: str) -> dict[str, Any] | None:
     return data
 
 
-def _latest_index_event(log: EventLog, session_id: str, kind: str = INDEX_KIND) -> Event | None:
+def call_seqs(log: EventLog, session_id: str) -> list[int]:
+    """Return the seqs of a session's model-call responses (its assistant view turns), in order.
+
+    Model call N of a session is the one its N-th response answers; what that call received is
+    ``WorkingView.restore(..., before_seq=call_seqs(log, session_id)[N - 1])``.
+    """
     rows = log.execute(
         "SELECT seq FROM conversation_history WHERE session_id = ? AND kind = ? "
+        "AND role = 'assistant' AND json_type(metadata, ?) IS NOT NULL ORDER BY seq",
+        (session_id, Kind.MODEL_TURN, f"$.{VIEW_KEY}"),
+    )
+    return [int(row[0]) for row in rows]
+
+
+def _latest_index_event(
+    log: EventLog, session_id: str, kind: str = INDEX_KIND, before_seq: int | None = None
+) -> Event | None:
+    rows = log.execute(
+        "SELECT seq FROM conversation_history WHERE session_id = ? AND kind = ? AND seq < ? "
         "ORDER BY seq DESC LIMIT 1",
-        (session_id, kind),
+        (session_id, kind, before_seq if before_seq is not None else log.last_seq() + 1),
     )
     return log.get(int(rows[0]["seq"])) if rows else None
+
+
+def _session_pages(log: EventLog, session_id: str) -> Iterator[Event]:
+    """A session's events in seq order, read a window of seqs at a time (bounded memory)."""
+    last = log.last_seq()
+    for lo in range(0, last, _PAGE_SEQS):
+        yield from log.session_events(session_id, after_seq=lo, before_seq=lo + _PAGE_SEQS + 1)
+
+
+def _malformed(
+    log: EventLog, session_id: str, index_event: Event | None, exc: Exception
+) -> IntegrityError:
+    where = f"the eviction index at seq {index_event.seq}" if index_event else "a view event"
+    return IntegrityError(
+        f"cannot restore session {session_id!r} from {log.path}: {where} is malformed "
+        f"({type(exc).__name__}: {exc}); the events were not written by this version "
+        "of scrollctx or were edited",
+        path=str(log.path),
+    )

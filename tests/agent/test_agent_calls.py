@@ -1,0 +1,53 @@
+"""Model call N rebuilt from the log is byte for byte what the provider received on call N."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from scripted_servers import ScriptedOpenAIServer
+
+from scrollctx.agent import Agent, Backend, call_changes, rebuild_call
+from scrollctx.errors import UsageError
+from scrollctx.log import EventLog
+from scrollctx.view import call_seqs
+
+
+def _cell(words: int, tag: str) -> tuple[str, dict[str, str]]:
+    return ("repl_exec", {"source": f"{tag} = ' '.join(['{tag}'] * {words}); print({tag})"})
+
+
+def test_every_call_of_an_evicting_run_is_rebuilt_exactly(
+    tmp_path: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    for number in range(14):
+        notes = " ".join(f"note{number}" for _ in range(250))
+        headline = f"⟦ print batch {number} | {number} printed | print the next | in_progress ⟧"
+        openai_server.enqueue_tool_calls(
+            [_cell(900, f"w{number}")], text=f"Printing batch {number}: {notes}\n{headline}"
+        )
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "done"})])
+    with Agent(model=scripted_backend, store=tmp_path / "store", budget_tokens=6000) as agent:
+        finished = agent.run("Print a lot, then answer done.")
+    assert finished.answer == "done"
+
+    with EventLog.open_read_only(tmp_path / "store" / "history.db") as log:
+        seqs = call_seqs(log, finished.session_id)
+        assert len(seqs) == len(openai_server.requests) == 15
+        previous = None
+        evicted = folded = 0
+        for number, request in enumerate(openai_server.requests, start=1):
+            call = rebuild_call(log, finished.session_id, number)
+            sent = request.body["messages"]
+            assert json.dumps(call.wire_messages()) == json.dumps(sent), number
+            assert call.system == sent[0]["content"]
+            assert (call.digest is not None and f"w{number - 2}" in call.digest) or number == 1
+            changes = call_changes(log, previous, call)
+            evicted += len(changes.evicted)
+            folded += len(changes.folded)
+            previous = call
+        assert evicted > 0 and folded > 0
+        assert previous is not None and previous.view.index_text()
+        with pytest.raises(UsageError, match="has 15 model calls; there is no call 16"):
+            rebuild_call(log, finished.session_id, 16)

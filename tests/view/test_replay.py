@@ -1,0 +1,103 @@
+"""The view of any past model call, rebuilt from the log: ``restore(before_seq=)`` and ``replay``.
+
+A live view is driven through folds, evictions, roll-ups and a pinned request, and every
+request it built is kept; each one must come back byte for byte from the log alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from view_session import Session
+
+from scrollctx.log import EventLog
+from scrollctx.view import WorkingView
+
+SYSTEM = "You are a test agent."
+BUDGET = 1500
+
+
+@dataclass
+class LiveCall:
+    seq: int  # the assistant turn answering the call
+    digest: str
+    messages: list[dict[str, Any]]
+    tokens: int
+    evictions: int
+    folds: int
+
+
+def _drive(view_log: EventLog, *, with_index: bool = True) -> list[LiveCall]:
+    view = WorkingView(
+        view_log, "s1", SYSTEM, budget_tokens=BUDGET, k=3, tail_groups=1, keep_results=1,
+        with_index=with_index,
+    )  # fmt: skip
+    session = Session(view)
+    calls: list[LiveCall] = []
+
+    def call(answer: Any) -> None:
+        digest = f"x: int = {len(calls)}"
+        session.persist()
+        view.ensure_budget(digest=digest)
+        built = view.build("openai")
+        answer()
+        session.persist()
+        seq = next(t.seq for t in reversed(view.turns) if t.role == "assistant")
+        metrics = view.metrics
+        calls.append(
+            LiveCall(seq, digest, built.messages, built.tokens, metrics.evictions, metrics.folds)
+        )
+
+    for step in range(14):
+        session.user(40 + step)
+        call(lambda: session.tools([60, 30]))
+        call(lambda: session.reply(20))
+    session.user(30)  # one long request: its own history is evicted while it stays pinned
+    for _ in range(6):
+        call(lambda: session.tools([150]))
+    assert view.metrics.evictions > 3 and view.metrics.rollups > 0 and view.metrics.folds > 0
+    assert any(t.pinned for t in view.turns) or not with_index
+    return calls
+
+
+@pytest.mark.parametrize("with_index", [True, False], ids=["index", "no-index"])
+def test_restore_before_a_calls_answer_rebuilds_exactly_what_that_call_sent(
+    view_log: EventLog, with_index: bool
+) -> None:
+    calls = _drive(view_log, with_index=with_index)
+    for call in calls:
+        view = WorkingView.restore(
+            view_log, "s1", SYSTEM, before_seq=call.seq, budget_tokens=BUDGET,
+            with_index=with_index,
+        )  # fmt: skip
+        built = view.build("openai", call.digest)
+        assert json.dumps(built.messages) == json.dumps(call.messages), call.seq
+        assert built.tokens == call.tokens
+
+
+def test_replay_yields_every_call_as_it_was_sent(view_log: EventLog) -> None:
+    calls = _drive(view_log)
+    digests = {call.seq: call.digest for call in calls}
+    snapshots = list(
+        WorkingView.replay(
+            view_log, "s1", SYSTEM, budget_tokens=BUDGET, digest_of=lambda e: digests[e.seq]
+        )
+    )
+    assert [s.seq for s in snapshots] == [c.seq for c in calls]
+    assert [s.tokens for s in snapshots] == [c.tokens for c in calls]
+    assert [(s.evictions, s.folds) for s in snapshots] == [(c.evictions, c.folds) for c in calls]
+    histories = [s.history_tokens for s in snapshots]
+    assert histories == sorted(histories) and histories[-1] > 3 * max(s.tokens for s in snapshots)
+    assert all(s.tokens <= s.history_tokens for s in snapshots)
+
+
+def test_restore_without_before_seq_is_the_view_after_the_last_event(view_log: EventLog) -> None:
+    _drive(view_log)
+    latest = WorkingView.restore(view_log, "s1", SYSTEM, budget_tokens=BUDGET)
+    beyond = WorkingView.restore(
+        view_log, "s1", SYSTEM, before_seq=view_log.last_seq() + 1, budget_tokens=BUDGET
+    )
+    assert json.dumps(latest.build().messages) == json.dumps(beyond.build().messages)
