@@ -445,14 +445,7 @@ def _check_scratch(scratch: Path, db_path: Path | None) -> None:
 
 def _host_limits(worker: WorkerProcess) -> str:
     # What the host enforces from outside the worker, added to the rlimits layer's detail.
-    watch = worker.watch
-    if watch is None:
-        return worker.tasks.detail
-    return (
-        f"{worker.tasks.detail}; watched by the host: scratch writes (quota "
-        f"{watch.quota // 1024**2:,} MiB, {watch.floor // 1024**2:,} MiB kept free), CPU between "
-        f"cells ({watch.idle_cpu:g} s)"
-    )
+    return worker.limits_detail()
 
 
 def _capped(reply: dict[str, Any], key: str, cap: int) -> tuple[str, int]:

@@ -67,8 +67,12 @@ NAMESPACES = ("mnt", "pid", "ipc", "uts")
 
 READ_ROOTS = ("/usr", "/lib", "/lib64", "/bin")
 """System folders every worker reads (``/lib`` and the rest may be symlinks into ``/usr``)."""
+# Also imports what a worker imports, outside any sandbox: a sandboxed worker cannot write
+# bytecode caches, so without this one run each start would compile stale modules anew.
 _PROBE = (
-    "import json, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix] + sys.path))"
+    "import json, sys\n"
+    "try:\n    import scrollctx.kernel._worker, scrollctx.surface\nexcept ImportError:\n    pass\n"
+    "print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix] + sys.path))"
 )
 _INSTALL_HINT = "bwrap not found: apt install bubblewrap"
 

@@ -45,7 +45,7 @@ from scrollctx.kernel._namespace import (
 from scrollctx.kernel._policy import Limits
 from scrollctx.kernel._quota import WorkerWatch
 from scrollctx.kernel._result import CellResult
-from scrollctx.kernel._scratch import ScratchMirror, open_inside
+from scrollctx.kernel._scratch import MAX_ENTRIES, ScratchMirror, open_inside
 from scrollctx.kernel._tasks import TaskCap, cap_tasks
 
 __all__ = ["WorkerProcess", "default_python", "describe_exit", "worker_environment"]
@@ -299,6 +299,26 @@ class WorkerProcess:
         elif (problem := foreign_namespaces(self._pid)) is not None:
             report["namespaces"] = {"state": "failed", "detail": f"host check: {problem}"}
         return report
+
+    def limits_detail(self) -> str:
+        """What the host enforces on this worker from outside, for the rlimits layer's detail."""
+        watch = self.watch
+        if watch is None:
+            return self.tasks.detail
+        if self.namespaced and self.request is not None:
+            scratch = (
+                f"scratch: a {self.request.scratch_size // 1024**2:,} MiB tmpfs, at most "
+                f"{MAX_ENTRIES:,} entries"
+            )
+        else:
+            scratch = (
+                f"scratch writes (quota {watch.quota // 1024**2:,} MiB, "
+                f"{watch.floor // 1024**2:,} MiB kept free)"
+            )
+        return (
+            f"{self.tasks.detail}; watched by the host: {scratch}, CPU between cells "
+            f"({watch.idle_cpu:g} s)"
+        )
 
     def begin_cell(self) -> None:
         """Copy into the worker's scratch what changed in the real folder since the last cell."""
