@@ -15,7 +15,7 @@ import scrollctx
 from scrollctx.cli import build_cli
 
 SRC = Path(scrollctx.__file__).parent
-LAYERS = ["log", "surface", "kernel", "view", "agent", "ingest", "bench"]
+LAYERS = ["log", "surface", "kernel", "view", "agent", "ingest", "bench", "serve"]
 ROOT_MODULES = {"errors", "config", "_types"}
 
 

@@ -7,6 +7,7 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     ├── UsageError                   exit 2   the caller passed something invalid
     │   ├── ConfigError              exit 2   configuration is missing or inconsistent
     │   ├── QueryError               exit 2   an ms query / SQL statement that cannot run
+    │   ├── UnknownSession           exit 2   a session handle that names no live kernel
     │   └── FormatError              exit 2   an input file to import is unreadable or unknown
     ├── StoreError                   exit 1   the Event Log or payload store failed
     │   ├── IntegrityError           exit 3   a torn, corrupt or foreign store file
@@ -17,7 +18,8 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     │   ├── SandboxUnavailable       exit 2   a required sandbox layer does not hold here
     │   ├── CellTimeout              exit 1
     │   ├── WorkerCrashed            exit 1
-    │   └── ProtocolError            exit 1   the worker sent a frame the host rejects
+    │   ├── ProtocolError            exit 1   the worker sent a frame the host rejects
+    │   └── SessionLimit             exit 1   a front door has no room for one more kernel
     ├── ContextOverflow              exit 1   the protected part of the view exceeds the window
     ├── BackendError                 exit 1   an LLM provider
     │   ├── MissingCredentials       exit 2
@@ -54,9 +56,11 @@ __all__ = [
     "RequestRejected",
     "SandboxUnavailable",
     "ScrollError",
+    "SessionLimit",
     "StoreAccessDenied",
     "StoreError",
     "StoreUnavailable",
+    "UnknownSession",
     "UsageError",
     "WorkerCrashed",
 ]
@@ -84,6 +88,17 @@ class QueryError(UsageError):
     def __init__(self, message: str, *, query: str | None = None) -> None:
         super().__init__(message)
         self.query = query
+
+
+class UnknownSession(UsageError):
+    """A session handle names no live kernel: never issued, or its kernel has ended.
+
+    ``reason`` says why it ended, when it did (idle, closed, the server restarted).
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class FormatError(UsageError):
@@ -157,6 +172,10 @@ class WorkerCrashed(KernelError):
 
 class ProtocolError(KernelError):
     """The worker sent a frame the host rejects."""
+
+
+class SessionLimit(KernelError):
+    """Every kernel a front door may keep is running a cell; none can be closed for a new one."""
 
 
 class ContextOverflow(ScrollError):

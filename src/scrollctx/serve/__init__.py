@@ -1,0 +1,11 @@
+"""The front doors: ways into Scroll other than its own agent loop (MCP server, proxy, UI).
+
+Every door is a thin module over the layers below (the surface, the kernel, the view, the
+ingesters); what the doors share lives here: :class:`KernelRegistry`, one persistent sandboxed
+kernel per client session, with idle timeout and closing that leaves no worker behind. The
+MCP server is :mod:`scrollctx.serve.mcp` (extra ``mcp``).
+"""
+
+from scrollctx.serve._sessions import KernelRegistry, log_name
+
+__all__ = ["KernelRegistry", "log_name"]
