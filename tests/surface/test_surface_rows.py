@@ -136,3 +136,5 @@ def test_index_contract(own_store: Path) -> None:
         assert ms.search("index", kind="eviction_index") == []  # not searchable
     with open_surface(own_store) as unbound:
         assert unbound.index() == {"tiers": []}
+        assert unbound.index("s1") == latest  # any session's, by name
+        assert unbound.index("s2") == {"tiers": ["other session"]}

@@ -302,28 +302,30 @@ class MemorySurface:
             rows.note(f"no events with tool_call_id {tool_call_id!r}")
         return self._keep(rows)
 
-    def index(self) -> dict[str, Any]:
-        """Return this session's eviction index as data ({"tiers": []} when nothing is evicted).
+    def index(self, session_id: str | None = None) -> dict[str, Any]:
+        """Return a session's eviction index as data ({"tiers": []} when nothing is evicted).
 
-        The latest ``eviction_index`` event, with blocks stored by reference to an earlier
-        index event of the session put back in place.
+        The bound session's by default, or ``session_id``'s. The latest ``eviction_index``
+        event, with blocks stored by reference to an earlier index event of the session put
+        back in place.
 
         Example: for tier in ms.index()["tiers"]: print(tier)
         """
-        if self.session_id is None:
+        sid = session_id if session_id is not None else self.session_id
+        if sid is None:
             return {"tiers": []}
         rows = self._sql(
             "SELECT metadata FROM hist.conversation_history WHERE session_id = ? "
             "AND kind = 'eviction_index' ORDER BY seq DESC LIMIT 1",
-            (self.session_id,),
+            (str(sid),),
             what="index",
         )
         value = load_json(rows[0]["metadata"]) if rows else None
         if not isinstance(value, dict) or not value:
             return {"tiers": []}
-        return self._resolve_blocks(value)
+        return self._resolve_blocks(value, str(sid))
 
-    def _resolve_blocks(self, value: dict[str, Any]) -> dict[str, Any]:
+    def _resolve_blocks(self, value: dict[str, Any], session_id: str) -> dict[str, Any]:
         # The view stores a block once; later index events name it {"stored_at": [seq, tier,
         # position]} (see scrollctx.view._stored). Blocks that do not resolve stay as stored.
         tiers = value.get("tiers")
@@ -336,10 +338,12 @@ class MemorySurface:
             if not isinstance(blocks, list):
                 resolved.append(tier)
                 continue
-            resolved.append({**tier, "blocks": [self._stored_block(b, cache) for b in blocks]})
+            resolved.append(
+                {**tier, "blocks": [self._stored_block(b, cache, session_id) for b in blocks]}
+            )
         return {**value, "tiers": resolved}
 
-    def _stored_block(self, block: Any, cache: dict[int, Any]) -> Any:
+    def _stored_block(self, block: Any, cache: dict[int, Any], session_id: str) -> Any:
         where = block.get(_STORED_AT) if isinstance(block, dict) else None
         if not (isinstance(where, list) and len(where) == 3):
             return block
@@ -350,7 +354,7 @@ class MemorySurface:
             rows = self._sql(
                 "SELECT metadata FROM hist.conversation_history WHERE seq = ? AND session_id = ? "
                 "AND kind = 'eviction_index'",
-                (seq, self.session_id),
+                (seq, session_id),
                 what="index",
             )
             cache[seq] = load_json(rows[0]["metadata"]) if rows else None
