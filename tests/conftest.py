@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from scrollctx.surface import Encoder
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+BEAM_CHAT = ("beam", "chats", "100K", "1")
 
 
 def pytest_report_header() -> list[str]:
@@ -88,3 +90,28 @@ def semantic_encoder() -> Encoder:
         return load_encoder()
     except MissingDependency as exc:
         missing(str(exc))
+
+
+@pytest.fixture(scope="session")
+def _beam_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with BEAM 100K chat 1 ingested once per session (copied per test)."""
+    from scrollctx.ingest import ingest_path
+
+    chat = SHARED_DATA.joinpath(*BEAM_CHAT)
+    if not chat.is_dir():
+        missing(f"shared data not found at {chat}")
+    store = tmp_path_factory.mktemp("beam-template") / "store"
+    log = EventLog.open(store / "history.db")
+    try:
+        ingest_path(log, chat)
+    finally:
+        log.close()
+    return store
+
+
+@pytest.fixture
+def beam_store(_beam_template: Path, tmp_path: Path) -> Path:
+    """A fresh copy of a store holding BEAM 100K chat 1 (task_id beam/100K/1)."""
+    target = tmp_path / "beam-store"
+    shutil.copytree(_beam_template, target)
+    return target

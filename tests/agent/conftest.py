@@ -1,4 +1,4 @@
-"""Fixtures for agent tests: the scripted provider servers, a no-wait retry policy, a BEAM store.
+"""Fixtures for agent tests: the scripted provider servers and a no-wait retry policy.
 
 The servers are test doubles (``scripted_servers.py``), shared as fixtures from
 ``server_fixtures.py``; a test that leaves a queued reply unserved fails, because a
@@ -8,8 +8,6 @@ script the code never consumed means the code did not do what the test expected.
 from __future__ import annotations
 
 import random
-import shutil
-from pathlib import Path
 
 import pytest
 from scripted_servers import ScriptedOpenAIServer, SleepRecorder
@@ -20,7 +18,6 @@ from server_fixtures import (  # noqa: F401 - fixtures are found by name
     openai_server,
 )
 
-from needs import missing
 from scrollctx.agent import Backend, RetryPolicy
 
 
@@ -39,35 +36,6 @@ def fast_retry(sleeps: SleepRecorder) -> RetryPolicy:
 
 
 # -- fixtures for the agent loop tests (test_agent_*.py) -----------------------------------
-
-BEAM_CHAT = ("beam", "chats", "100K", "1")
-
-
-@pytest.fixture(scope="session")
-def _beam_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store with BEAM 100K chat 1 ingested once per session (copied per test)."""
-    from scrollctx.ingest import ingest_path
-    from scrollctx.log import EventLog
-
-    data = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-    chat = data.joinpath(*BEAM_CHAT)
-    if not chat.is_dir():
-        missing(f"shared data not found at {chat}")
-    store = tmp_path_factory.mktemp("beam-template") / "store"
-    log = EventLog.open(store / "history.db")
-    try:
-        ingest_path(log, chat)
-    finally:
-        log.close()
-    return store
-
-
-@pytest.fixture
-def beam_store(_beam_template: Path, tmp_path: Path) -> Path:
-    """A fresh copy of a store holding BEAM 100K chat 1 (task_id beam/100K/1)."""
-    target = tmp_path / "beam-store"
-    shutil.copytree(_beam_template, target)
-    return target
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "expand": "scrollctx.cli._history:expand",
     "ingest": "scrollctx.cli._ingest:ingest",
     "kernel": "scrollctx.cli._kernel:kernel_group",
+    "mcp": "scrollctx.cli._mcp:mcp_command",
     "run": "scrollctx.cli._agent:run_command",
     "search": "scrollctx.cli._history:search",
     "sessions": "scrollctx.cli._history:sessions",
