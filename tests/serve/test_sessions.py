@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from procs import alive, wait_for
+from procs import alive, cpu_ticks, wait_for
 from scrollctx.errors import KernelError, SessionLimit, UnknownSession
 from scrollctx.kernel import CellResult, Kernel
 from scrollctx.log import EventLog
@@ -43,15 +43,16 @@ def in_thread(call: Callable[[], CellResult]) -> CellResult:
 
 
 def start_spinning(registry: KernelRegistry, key: str) -> tuple[threading.Thread, list[CellResult]]:
-    """Start a cell that never ends on another thread; return once it runs."""
+    """Start a cell that never ends on another thread; return once it burns CPU."""
+    registry.run_cell(key, "1", create=False)  # the worker runs, idle
     kernel = registry.kernel(key)
-    assert kernel is not None
-    marker = kernel.scratch / "started"
+    assert kernel is not None and kernel.pid is not None
+    pid, idle = kernel.pid, cpu_ticks(kernel.pid)
     results: list[CellResult] = []
-    source = f"open({str(marker)!r}, 'w').close()\nwhile True:\n    pass"
+    source = "while True:\n    pass"
     thread = threading.Thread(target=lambda: results.append(registry.run_cell(key, source)))
     thread.start()
-    wait_for(marker.exists, "the cell to start")
+    wait_for(lambda: cpu_ticks(pid) > idle + 20, "the cell to spin")
     return thread, results
 
 

@@ -4,14 +4,14 @@ end stops its kernel."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import httpx2
 import pytest
-from mcp_helpers import SCROLL, call, eventually, http_server, http_session, server_env, text
+from mcp_helpers import call, eventually, http_server, http_session, text
 
 from procs import alive, descendants
+from scrollctx.cli import run
 
 pytestmark = pytest.mark.anyio
 
@@ -38,19 +38,19 @@ async def test_every_request_needs_the_token(beam_store: Path, tmp_path: Path) -
                 await call(client, "scroll_sessions")
 
 
-def test_the_network_needs_a_token_and_a_real_one(beam_store: Path) -> None:
-    def serve(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [SCROLL, "mcp", "--store", str(beam_store), *args]
-        return subprocess.run(command, capture_output=True, text=True, env=server_env(), timeout=60)
-
-    open_bind = serve("--http", "0.0.0.0:0")
-    assert open_bind.returncode == 2 and "refusing to serve 0.0.0.0 without a token" in (
-        open_bind.stderr
-    )
-    short = serve("--http", "127.0.0.1:0", "--token", "short")
-    assert short.returncode == 2 and "use at least 16" in short.stderr
-    bad = serve("--http", "localhost")
-    assert bad.returncode == 2 and "--http takes HOST:PORT" in bad.stderr
+@pytest.mark.parametrize(
+    "args,said",
+    [
+        (["--http", "0.0.0.0:0"], "refusing to serve 0.0.0.0 without a token"),
+        (["--http", "192.0.2.1:0", "--token", "short"], "use at least 16"),
+        (["--http", "localhost"], "--http takes HOST:PORT"),
+    ],
+)
+def test_the_network_needs_a_token_and_a_real_one(
+    beam_store: Path, args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run(["mcp", "--store", str(beam_store), *args]) == 2  # refused before it listens
+    assert said in capsys.readouterr().err
 
 
 async def test_a_handshake_session_keeps_its_kernel_until_the_client_ends_it(
