@@ -52,7 +52,7 @@ from scrollctx.agent._tools import Expose, ToolContext, Toolset, UserTool, scrol
 from scrollctx.agent.backends import Backend, resolve_model
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import ConfigError, UsageError
-from scrollctx.log import EventLog
+from scrollctx.log import open_store
 from scrollctx.view import carried_index, carried_task_ids
 
 __all__ = ["NO_MODEL_HELP", "Agent", "ChatSession", "choose_model"]
@@ -217,7 +217,7 @@ class Agent:
             self.backend = resolve_model(spec, config=self.config, environ=env)
         try:
             self._settle(options, max_steps, max_run_tokens, budget_tokens)
-            self.log = EventLog.open(self.config.db_path)
+            self.log = open_store(self.config)
         except BaseException:
             if self.owns_backend:  # nothing else will close what this agent made
                 self.backend.close()

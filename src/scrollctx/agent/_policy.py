@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from scrollctx.agent.backends import Message
 from scrollctx.errors import UsageError
-from scrollctx.log import EventLog, NewEvent
+from scrollctx.log import EventStore, NewEvent
 from scrollctx.view import (
     INDEX_HEADER,
     INDEX_KIND,
@@ -80,7 +80,7 @@ class PreparedContext:
 class PolicyRequest:
     """What a :data:`PolicyFactory` gets to open the context of one session."""
 
-    log: EventLog
+    log: EventStore
     session_id: str
     system_prompt: str
     budget_tokens: int
@@ -123,7 +123,7 @@ PolicyFactory = Callable[[PolicyRequest], ContextPolicy]
 
 
 def persist_message(
-    log: EventLog,
+    log: EventStore,
     session_id: str,
     message: Message,
     *,
@@ -145,7 +145,7 @@ class ScrollPolicy:
     @classmethod
     def open(
         cls,
-        log: EventLog,
+        log: EventStore,
         session_id: str,
         system_prompt: str,
         *,
@@ -260,7 +260,7 @@ class ScrollPolicy:
         return self.index_header + text[len(INDEX_HEADER) :]
 
 
-def _has_events(log: EventLog, session_id: str) -> bool:
+def _has_events(log: EventStore, session_id: str) -> bool:
     rows = log.execute(
         "SELECT 1 FROM conversation_history WHERE session_id = ? LIMIT 1", (session_id,)
     )
@@ -268,7 +268,7 @@ def _has_events(log: EventLog, session_id: str) -> bool:
 
 
 def _hand_over(
-    log: EventLog,
+    log: EventStore,
     session_id: str,
     index: EvictionIndex | Mapping[str, Any],
     fields: Mapping[str, Any],

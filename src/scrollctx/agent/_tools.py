@@ -37,7 +37,7 @@ from scrollctx.agent._prompts import Capabilities, describe_function, tool_descr
 from scrollctx.agent.backends import ToolSpec
 from scrollctx.errors import MissingDependency, QueryError, UsageError
 from scrollctx.kernel import CellResult, Kernel, describe_tool, render_digest, render_observation
-from scrollctx.log import EventLog
+from scrollctx.log import EventStore
 from scrollctx.surface import MemorySurface, format_notes, open_surface
 
 __all__ = [
@@ -219,7 +219,7 @@ class ToolContext:
 
     def __init__(
         self,
-        log: EventLog,
+        log: EventStore,
         *,
         session_id: str,
         task_id: str | None = None,
@@ -262,6 +262,7 @@ class ToolContext:
     @property
     def surface(self) -> MemorySurface:
         """A host-side, read-only ``ms`` bound like the kernel's (for JSON memory tools)."""
+        self.log.refresh()  # a shared store's replica gets every host's newest rows first
         if self._surface is None:
             self._surface = open_surface(
                 self.log.path,

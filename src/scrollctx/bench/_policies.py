@@ -26,7 +26,7 @@ from scrollctx.agent import (
     PreparedContext,
     persist_message,
 )
-from scrollctx.log import EventLog
+from scrollctx.log import EventStore
 from scrollctx.view import estimate_tokens
 
 __all__ = ["WindowPolicy", "exchange_end", "message_tokens", "window_policy"]
@@ -65,7 +65,7 @@ class WindowPolicy:
 
     def __init__(
         self,
-        log: EventLog,
+        log: EventStore,
         session_id: str,
         system_prompt: str,
         *,

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "scrollctx.cli._view:simulate_command",
     "sql": "scrollctx.cli._history:sql",
     "stats": "scrollctx.cli._history:stats",
+    "store": "scrollctx.cli._store:store_group",
     "view": "scrollctx.cli._view:view_command",
     "watch": "scrollctx.cli._watch:watch",
 }

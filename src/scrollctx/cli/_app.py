@@ -85,7 +85,7 @@ def make_group(lazy: Mapping[str, str] | None = None) -> click.Group:
 
 
 def store_option(func: F) -> F:
-    """Add ``--store DIR`` (env ``SCROLL_STORE``, default ``./.scroll``), passed as ``config``."""
+    """Add ``--store DIR|URL`` (env ``SCROLL_STORE``, default ``./.scroll``), as ``config``."""
 
     def _to_config(ctx: click.Context, param: click.Parameter, value: str | None) -> Config:
         return resolve_config(value)
@@ -93,10 +93,10 @@ def store_option(func: F) -> F:
     return click.option(
         "--store",
         "config",
-        metavar="DIR",
+        metavar="DIR|URL",
         envvar="SCROLL_STORE",
         callback=_to_config,
-        help="Store folder (default ./.scroll; env SCROLL_STORE).",
+        help="Store folder or postgresql:// URL (default ./.scroll; env SCROLL_STORE).",
     )(func)
 
 

@@ -13,10 +13,11 @@ from typing import Any
 import click
 
 from scrollctx.cli._app import emit, json_option, store_option
+from scrollctx.cli._store import render_shared
 from scrollctx.config import Config
 from scrollctx.errors import IntegrityError, KernelError
 from scrollctx.kernel import doctor
-from scrollctx.log import EventLog, StoreCheck, check_store
+from scrollctx.log import EventLog, StoreCheck, check_configured_store
 
 __all__ = ["doctor_command", "raise_if_damaged"]
 
@@ -33,12 +34,15 @@ def doctor_command(upgrade: bool, config: Config, json_: bool) -> None:
     Exit 3 if the store is damaged; every damaged seq is named.
     Example: scroll doctor --store .scroll --json
     """
-    if upgrade and config.db_path.is_file():
+    if upgrade and config.store_url is None and config.db_path.is_file():
         EventLog.open(config.db_path).close()  # the writer applies every pending migration
-    report = check_store(config.db_path)
+    report, shared = check_configured_store(config)
     data = {"store": report.to_dict(), "sandbox": _sandbox_summary()}
     sandbox = data["sandbox"]["summary"]
-    emit(data, as_json=json_, human=lambda _: f"{report.render()}\nsandbox: {sandbox}")
+    text = report.render() if shared is None else f"{report.render()}\n{render_shared(shared)}"
+    if shared is not None:
+        data["shared"] = shared
+    emit(data, as_json=json_, human=lambda _: f"{text}\nsandbox: {sandbox}")
     raise_if_damaged(report)
 
 

@@ -16,9 +16,10 @@ import click
 
 from scrollctx.cli._app import emit, json_option, store_option, warn
 from scrollctx.cli._doctor import raise_if_damaged
+from scrollctx.cli._store import render_shared
 from scrollctx.config import Config
-from scrollctx.errors import StoreError, UsageError
-from scrollctx.log import check_store
+from scrollctx.errors import UsageError
+from scrollctx.log import check_configured_store, shared_store_facts, synced_local_file
 from scrollctx.surface import MemorySurface, ResultRows, open_surface, store_stats
 
 __all__ = ["expand", "search", "sessions", "sql", "stats"]
@@ -28,12 +29,7 @@ _CELL_MAX = 60
 
 @contextmanager
 def _surface(config: Config) -> Iterator[MemorySurface]:
-    if not config.db_path.is_file():
-        raise StoreError(
-            f"no store at {config.store_dir} (no {config.db_path.name}); "
-            f"run `scroll ingest FILE --store {config.store_dir}` first"
-        )
-    ms = open_surface(config.db_path)
+    ms = open_surface(synced_local_file(config))
     try:
         yield ms
     finally:
@@ -138,10 +134,13 @@ def stats(verify: bool, config: Config, json_: bool) -> None:
     """
     with _surface(config) as ms:
         data = store_stats(ms, config.db_path)
+    shared = shared_store_facts(config)
+    if shared is not None:
+        data["shared"] = shared
     if not verify:
         emit(data, as_json=json_, human=_render_stats)
         return
-    report = check_store(config.db_path)
+    report, _ = check_configured_store(config)
     data["verify"] = report.to_dict()
     emit(data, as_json=json_, human=lambda d: f"{_render_stats(d)}\n{report.render()}")
     raise_if_damaged(report)
@@ -225,4 +224,6 @@ def _render_stats(data: dict[str, Any]) -> str:
         "kinds",
     ]
     lines += [f"  {kind:<20} {count}" for kind, count in data["kinds"].items()]
+    if "shared" in data:
+        lines.append(render_shared(data["shared"]))
     return "\n".join(lines)

@@ -13,12 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
 from scrollctx.cli._app import echo, emit, json_option, store_option, warn
 from scrollctx.config import Config
+from scrollctx.errors import UsageError
 from scrollctx.ingest import (
     FORMATS,
     MAX_PROBLEMS,
@@ -27,7 +28,7 @@ from scrollctx.ingest import (
     Progress,
     ingest_path,
 )
-from scrollctx.log import EventLog
+from scrollctx.log import EventLog, open_store
 
 __all__ = ["format_option", "ingest"]
 
@@ -62,8 +63,10 @@ def ingest(paths: tuple[Path, ...], format_: str, embed: bool, config: Config, j
     Example: scroll ingest ~/.claude/projects ~/.codex/sessions ../shared/data/beam/chats/100K
     """
     reports: list[IngestReport] = []
+    if embed and config.store_url is not None:
+        raise UsageError("--embed needs a folder store: vectors live beside a SQLite log")
     encoder = _encoder() if embed else None  # a missing extra fails before anything is written
-    with EventLog.open(config.db_path) as log:
+    with open_store(config) as log:
         try:
             for path in paths:
                 with _progress_bar(path) as (progress, on_file):
@@ -75,7 +78,7 @@ def ingest(paths: tuple[Path, ...], format_: str, embed: bool, config: Config, j
                 if not json_:
                     echo(_describe(report))
             if encoder is not None:
-                _embed(log, encoder, quiet=json_)
+                _embed(cast(EventLog, log), encoder, quiet=json_)
         finally:
             if json_:
                 emit([asdict(r) for r in reports], as_json=True, human=str)

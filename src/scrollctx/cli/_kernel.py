@@ -19,10 +19,10 @@ import click
 
 from scrollctx.cli._app import echo, emit, json_option, store_option
 from scrollctx.config import Config
-from scrollctx.errors import SandboxUnavailable, StoreError, UsageError
+from scrollctx.errors import SandboxUnavailable, UsageError
 from scrollctx.kernel import LAYERS, PROFILES, DoctorReport, Kernel, SandboxPolicy, doctor
 from scrollctx.kernel import render_observation as render
-from scrollctx.log import EventLog
+from scrollctx.log import open_existing_store
 
 __all__ = ["exec_cell", "kernel_group"]
 
@@ -81,14 +81,9 @@ def exec_cell(
     Example: scroll exec "hits = ms.search('adoption', k=3); print(len(hits))" --store .scroll
     """
     source = _read_source(code, file)
-    if not config.db_path.is_file():
-        raise StoreError(
-            f"no store at {config.store_dir} (no {config.db_path.name}); "
-            f"run `scroll ingest FILE --store {config.store_dir}` first"
-        )
     policy = SandboxPolicy(sandbox, unavailable=frozenset(without))
     scratch = config.store_dir / "scratch" / _slug(session_id)
-    with EventLog.open(config.db_path) as log:
+    with open_existing_store(config) as log:
         kernel = Kernel(event_log=log, session_id=session_id, task_id=task_id,
                         scratch=scratch, sandbox=policy, timeout=timeout)  # fmt: skip
         with kernel:

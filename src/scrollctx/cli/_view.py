@@ -12,7 +12,7 @@ import click
 from scrollctx.cli._app import emit, json_option, store_option
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
-from scrollctx.log import EventLog
+from scrollctx.log import EventLog, EventStore, open_store
 from scrollctx.view import WorkingView, simulate
 
 __all__ = ["simulate_command", "view_command"]
@@ -139,8 +139,8 @@ def simulate_command(
     source = click.get_current_context().get_parameter_source("config")
     explicit = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
     with tempfile.TemporaryDirectory(prefix="scroll-simulate-") as scratch:
-        db = config.db_path if explicit else Path(scratch) / "history.db"
-        with EventLog.open(db) as log:
+        store = open_store(config) if explicit else EventLog.open(Path(scratch) / "history.db")
+        with store as log:
             result = simulate(
                 log,
                 steps=steps,
@@ -158,13 +158,13 @@ def simulate_command(
     emit(data, as_json=json_, human=_human_simulation)
 
 
-def _open_existing(config: Config) -> EventLog:
-    if not config.db_path.is_file():
+def _open_existing(config: Config) -> EventStore:
+    if config.store_url is None and not config.db_path.is_file():
         raise UsageError(f"no Event Log at {config.db_path}; pass --store with an existing store")
-    return EventLog.open(config.db_path)
+    return open_store(config)
 
 
-def _has_session(log: EventLog, session_id: str) -> bool:
+def _has_session(log: EventStore, session_id: str) -> bool:
     rows = log.execute(
         "SELECT 1 FROM conversation_history WHERE session_id = ? LIMIT 1", (session_id,)
     )

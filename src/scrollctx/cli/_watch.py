@@ -22,7 +22,7 @@ from scrollctx.cli._app import echo, emit, json_option, store_option, warn
 from scrollctx.cli._ingest import format_option
 from scrollctx.config import Config
 from scrollctx.ingest import SyncReport, Watcher
-from scrollctx.log import EventLog
+from scrollctx.log import open_store
 
 __all__ = ["watch"]
 
@@ -56,7 +56,7 @@ def watch(
 
     Example: scroll watch ~/.claude/projects ~/.codex/sessions
     """
-    with EventLog.open(config.db_path) as log:
+    with open_store(config) as log:
         watcher = Watcher(log, folders, format=format_)
         _show(watcher.sync(final=once), json_)
         if once:

@@ -40,7 +40,7 @@ from scrollctx.ingest._registry import (
 )
 from scrollctx.ingest._transcript import Skip
 from scrollctx.ingest._turns import natural_key
-from scrollctx.log import EventLog, NewEvent
+from scrollctx.log import EventStore, NewEvent
 from scrollctx.view import write_carried_indexes
 
 __all__ = [
@@ -127,7 +127,7 @@ class _Tally:
 
 
 def ingest_path(
-    log: EventLog,
+    log: EventStore,
     path: Path,
     *,
     format: str = AUTO,
@@ -214,7 +214,7 @@ def candidates(folder: Path) -> list[Path]:
 
 
 def _ingest_file(
-    log: EventLog,
+    log: EventStore,
     file: Path,
     sample: Sample,
     importer: Importer,
@@ -262,7 +262,7 @@ def _count_skip(tallies: tuple[_Tally, ...], file: Path, skip: Skip) -> None:
 
 
 def _commit(
-    log: EventLog, batch: list[NewEvent], tallies: tuple[_Tally, ...], progress: Progress | None
+    log: EventStore, batch: list[NewEvent], tallies: tuple[_Tally, ...], progress: Progress | None
 ) -> None:
     if not batch:
         return
@@ -274,7 +274,7 @@ def _commit(
         progress(tallies[0].read, None)
 
 
-def append_counted(log: EventLog, batch: list[NewEvent]) -> int:
+def append_counted(log: EventStore, batch: list[NewEvent]) -> int:
     """Append ``batch`` in one transaction; return how many events were new."""
     with log.atomic():
         # Read the high-water mark inside the write transaction: seqs above it are ours, the

@@ -31,7 +31,7 @@ from scrollctx.ingest._ingestion import MAX_PROBLEMS, append_counted, candidates
 from scrollctx.ingest._jsonstream import Sample, probe
 from scrollctx.ingest._registry import AUTO, Importer, detect_importer, get_importer
 from scrollctx.ingest._transcript import Follower, Item, Skip
-from scrollctx.log import EventLog, NewEvent
+from scrollctx.log import EventStore, NewEvent
 
 __all__ = ["SyncReport", "Watcher"]
 
@@ -81,7 +81,7 @@ class Watcher:
 
     def __init__(
         self,
-        log: EventLog,
+        log: EventStore,
         roots: Iterable[Path],
         *,
         format: str = AUTO,

@@ -48,7 +48,7 @@ from scrollctx.kernel._namespace import namespace_request
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers, resolve_policy
 from scrollctx.kernel._process import WorkerProcess, default_python
 from scrollctx.kernel._result import CellResult
-from scrollctx.log import EventLog
+from scrollctx.log import EventStore
 
 __all__ = [
     "Kernel",
@@ -95,7 +95,7 @@ class Kernel:
         self,
         db_path: str | Path | None = None,
         *,
-        event_log: EventLog | None = None,
+        event_log: EventStore | None = None,
         session_id: str = "kernel",
         task_id: str | None = None,
         agent_id: str | None = None,
@@ -262,6 +262,8 @@ class Kernel:
         limit = self.timeout if timeout is None else timeout
         if not limit > 0:
             raise UsageError(f"timeout must be positive, got {timeout}")
+        if self.event_log is not None:
+            self.event_log.refresh()  # a shared store's replica: ms sees every host's rows
         self.start()
         self._cells += 1
         notice, self._notice = self._notice, None

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from scrollctx.kernel._policy import SandboxStatus
-from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.log import EventStore, Kind, NewEvent
 
 __all__ = ["KernelJournal"]
 
@@ -23,7 +23,7 @@ class KernelJournal:
 
     def __init__(
         self,
-        event_log: EventLog | None,
+        event_log: EventStore | None,
         session_id: str,
         task_id: str | None,
         agent_id: str | None,

@@ -2,6 +2,7 @@
 
 from scrollctx.log._base import EventStore
 from scrollctx.log._check import Damage, StoreCheck, check_store, needs_upgrade
+from scrollctx.log._copy import CopyResult, copy_log, log_digest
 from scrollctx.log._events import Event, Kind, NewEvent, utc_now_iso
 from scrollctx.log._failures import known_failure
 from scrollctx.log._integrity import (
@@ -13,7 +14,13 @@ from scrollctx.log._integrity import (
     tolerant_text,
     verify_event,
 )
-from scrollctx.log._open import open_store
+from scrollctx.log._open import (
+    check_configured_store,
+    open_existing_store,
+    open_store,
+    shared_store_facts,
+    synced_local_file,
+)
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
     PREVIEW_CHARS,
@@ -34,6 +41,7 @@ from scrollctx.log._unsafe import (
 __all__ = [
     "ArtifactRef",
     "CHECKSUM_COLUMNS",
+    "CopyResult",
     "DEFAULT_THRESHOLD",
     "Damage",
     "Event",
@@ -47,7 +55,9 @@ __all__ = [
     "StoreCheck",
     "ToolResultRef",
     "UNSAFE_CATEGORIES",
+    "check_configured_store",
     "check_store",
+    "copy_log",
     "escape_character",
     "escape_unsafe",
     "event_checksum",
@@ -55,10 +65,14 @@ __all__ = [
     "fetch_rows",
     "is_undecodable",
     "known_failure",
+    "log_digest",
     "needs_upgrade",
+    "open_existing_store",
     "open_store",
+    "shared_store_facts",
     "split_prose_code",
     "stored_checksum",
+    "synced_local_file",
     "tolerant_text",
     "unsafe_characters",
     "utc_now_iso",

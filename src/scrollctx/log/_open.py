@@ -8,22 +8,86 @@ store says which extra to install.
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from scrollctx.config import Config
-from scrollctx.errors import MissingDependency
+from scrollctx.errors import MissingDependency, StoreError
 from scrollctx.log._base import EventStore
+from scrollctx.log._check import StoreCheck, check_store
 from scrollctx.log._store import EventLog
 
-__all__ = ["open_store"]
+if TYPE_CHECKING:
+    from scrollctx.log._postgres import PostgresEventStore
+
+__all__ = [
+    "check_configured_store",
+    "open_existing_store",
+    "open_store",
+    "shared_store_facts",
+    "synced_local_file",
+]
 
 
 def open_store(config: Config, **options: Any) -> EventStore:
     """Open (creating if needed) the store ``config`` names; ``options`` go to its backend."""
     if config.store_url is None:
         return EventLog.open(config.db_path, **options)
+    return _open_shared(config, **options)
+
+
+def check_configured_store(config: Config) -> tuple[StoreCheck, dict[str, Any] | None]:
+    """Check the whole store read-only; for a shared one also return :func:`shared_store_facts`."""
+    if config.store_url is None:
+        return check_store(config.db_path), None
+    from scrollctx.log._postgres_check import shared_facts, verify_shared
+
+    with _open_shared(config) as store:
+        return verify_shared(store), shared_facts(store)
+
+
+def shared_store_facts(config: Config) -> dict[str, Any] | None:
+    """Return the server, migrations and replica lag of a shared store (None: a folder store)."""
+    if config.store_url is None:
+        return None
+    from scrollctx.log._postgres_check import shared_facts
+
+    with _open_shared(config) as store:
+        return shared_facts(store)
+
+
+def _open_shared(config: Config, **options: Any) -> PostgresEventStore:
+    if config.store_url is None:
+        raise StoreError(f"{config.store_label} is not a shared store")
     try:
         from scrollctx.log._postgres import PostgresEventStore
     except ImportError as exc:
         raise MissingDependency("psycopg (for a postgresql:// store)", "postgres") from exc
     return PostgresEventStore.open(config.store_url, replica_path=config.db_path, **options)
+
+
+def open_existing_store(config: Config, **options: Any) -> EventStore:
+    """Open the store ``config`` names, but never create a folder store that is not there."""
+    _require_folder_store(config)
+    return open_store(config, **options)
+
+
+def synced_local_file(config: Config) -> Path:
+    """Return the SQLite file ``ms`` reads for this store, up to date (a replica is synced).
+
+    A folder store is not even opened for writing: its file is the store.
+    """
+    _require_folder_store(config)
+    if config.store_url is None:
+        return config.db_path
+    with open_store(config) as store:
+        store.refresh()
+        return store.path
+
+
+def _require_folder_store(config: Config) -> None:
+    if config.store_url is None and not config.db_path.is_file():
+        raise StoreError(
+            f"no store at {config.store_dir} (no {config.db_path.name}); "
+            f"run `scroll ingest FILE --store {config.store_dir}` first"
+        )

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scrollctx.log import EventLog, NewEvent
+from scrollctx.log import EventStore, NewEvent
 from scrollctx.view._index import EvictionIndex, IndexBlock, IndexLine, clip_line
 from scrollctx.view._working import INDEX_KIND, load_index
 
@@ -92,7 +92,7 @@ def build_carried_index(sessions: Iterable[Sequence[ImportedTurn]], k: int = 4) 
     return index
 
 
-def conversation_sessions(log: EventLog, task_id: str) -> list[list[ImportedTurn]]:
+def conversation_sessions(log: EventStore, task_id: str) -> list[list[ImportedTurn]]:
     """A conversation's imported events, grouped by session, in chronological order."""
     rows = log.execute(
         "SELECT seq, session_id, step_index, coalesce(label, substr(content, 1, ?)) AS text, "
@@ -115,12 +115,12 @@ def carried_session(task_id: str) -> str:
     return CARRIED_PREFIX + task_id
 
 
-def carried_index(log: EventLog, task_id: str) -> dict[str, Any] | None:
+def carried_index(log: EventStore, task_id: str) -> dict[str, Any] | None:
     """The carried index of conversation ``task_id`` as data, or ``None`` when it has none."""
     return load_index(log, carried_session(task_id))
 
 
-def carried_task_ids(log: EventLog, limit: int = 1000) -> list[str]:
+def carried_task_ids(log: EventStore, limit: int = 1000) -> list[str]:
     """The conversations that have a carried index (at most ``limit``, in id order)."""
     rows = log.execute(
         "SELECT DISTINCT session_id FROM conversation_history WHERE kind = ? AND "
@@ -130,7 +130,9 @@ def carried_task_ids(log: EventLog, limit: int = 1000) -> list[str]:
     return [str(row["session_id"])[len(CARRIED_PREFIX) :] for row in rows]
 
 
-def write_carried_indexes(log: EventLog, task_ids: Iterable[str], *, k: int = 4) -> dict[str, int]:
+def write_carried_indexes(
+    log: EventStore, task_ids: Iterable[str], *, k: int = 4
+) -> dict[str, int]:
     """Rebuild each conversation's carried index; append it where it changed.
 
     Returns the seq of each index event written (conversations whose index was already up to

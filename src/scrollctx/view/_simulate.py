@@ -22,7 +22,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from scrollctx.log import EventLog
+from scrollctx.log import EventStore
 from scrollctx.view._working import WorkingView
 from scrollctx.view.headlines import HEADLINE_PROMPT
 from scrollctx.view.tokens import MESSAGE_OVERHEAD
@@ -75,7 +75,7 @@ class SimulationResult:
 
 
 def simulate(
-    log: EventLog,
+    log: EventStore,
     *,
     steps: int,
     output_kb: float,
@@ -170,7 +170,7 @@ def _output(output_kb: float, rng: random.Random) -> str:
 
 def _result(
     view: WorkingView,
-    log: EventLog,
+    log: EventStore,
     steps: int,
     output_kb: float,
     replay_total: int,

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrollctx.errors import ContextOverflow, IntegrityError, StoreError, UsageError
-from scrollctx.log import Event, EventLog, Kind, NewEvent
+from scrollctx.log import Event, EventStore, Kind, NewEvent
 from scrollctx.view._eviction import (
     Group,
     active_start,
@@ -123,7 +123,7 @@ class WorkingView:
 
     def __init__(
         self,
-        log: EventLog,
+        log: EventStore,
         session_id: str,
         system_prompt: str = "",
         *,
@@ -583,7 +583,7 @@ class WorkingView:
     @classmethod
     def restore(
         cls,
-        log: EventLog,
+        log: EventStore,
         session_id: str,
         system_prompt: str = "",
         *,
@@ -617,7 +617,7 @@ class WorkingView:
     @classmethod
     def replay(
         cls,
-        log: EventLog,
+        log: EventStore,
         session_id: str,
         system_prompt: str = "",
         *,
@@ -786,7 +786,7 @@ def _anthropic_body(body: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def load_index(log: EventLog, session_id: str) -> dict[str, Any] | None:
+def load_index(log: EventStore, session_id: str) -> dict[str, Any] | None:
     """Return a session's latest eviction index as data (what ``ms.index()`` returns), or None.
 
     Blocks stored by reference are put back in place; read the index through this (or
@@ -816,7 +816,7 @@ def load_index(log: EventLog, session_id: str) -> dict[str, Any] | None:
     return data
 
 
-def call_seqs(log: EventLog, session_id: str) -> list[int]:
+def call_seqs(log: EventStore, session_id: str) -> list[int]:
     """Return the seqs of a session's model-call responses (its assistant view turns), in order.
 
     Model call N of a session is the one its N-th response answers; what that call received is
@@ -831,7 +831,7 @@ def call_seqs(log: EventLog, session_id: str) -> list[int]:
 
 
 def _latest_index_event(
-    log: EventLog, session_id: str, kind: str = INDEX_KIND, before_seq: int | None = None
+    log: EventStore, session_id: str, kind: str = INDEX_KIND, before_seq: int | None = None
 ) -> Event | None:
     rows = log.execute(
         "SELECT seq FROM conversation_history WHERE session_id = ? AND kind = ? AND seq < ? "
@@ -841,7 +841,7 @@ def _latest_index_event(
     return log.get(int(rows[0]["seq"])) if rows else None
 
 
-def _session_pages(log: EventLog, session_id: str) -> Iterator[Event]:
+def _session_pages(log: EventStore, session_id: str) -> Iterator[Event]:
     """A session's events in seq order, read a window of seqs at a time (bounded memory)."""
     last = log.last_seq()
     for lo in range(0, last, _PAGE_SEQS):
@@ -849,7 +849,7 @@ def _session_pages(log: EventLog, session_id: str) -> Iterator[Event]:
 
 
 def _malformed(
-    log: EventLog, session_id: str, index_event: Event | None, exc: Exception
+    log: EventStore, session_id: str, index_event: Event | None, exc: Exception
 ) -> IntegrityError:
     where = f"the eviction index at seq {index_event.seq}" if index_event else "a view event"
     return IntegrityError(
