@@ -182,7 +182,13 @@ class Kernel:
             self._worker.kill()
             self._worker = None
 
+    def _refresh(self) -> None:
+        # A shared store's local replica: every host's newest rows reach ms before each cell.
+        if self.event_log is not None:
+            self.event_log.refresh()
+
     def _boot(self, reason: str) -> SandboxStatus:
+        self._refresh()  # the file ms opens must exist (a new host's replica) and be current
         self.scratch.mkdir(parents=True, exist_ok=True)
         if self.db_path is not None:
             # The worker may read only the log's files and this folder, which must exist now
@@ -262,8 +268,7 @@ class Kernel:
         limit = self.timeout if timeout is None else timeout
         if not limit > 0:
             raise UsageError(f"timeout must be positive, got {timeout}")
-        if self.event_log is not None:
-            self.event_log.refresh()  # a shared store's replica: ms sees every host's rows
+        self._refresh()
         self.start()
         self._cells += 1
         notice, self._notice = self._notice, None
