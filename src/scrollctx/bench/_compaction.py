@@ -22,7 +22,7 @@ from typing import Any
 from scrollctx.agent import Message, PreparedContext
 from scrollctx.bench._policies import WindowPolicy, exchange_end, message_tokens
 from scrollctx.bench._summaries import Summarizer
-from scrollctx.log import EventLog
+from scrollctx.log import EventStore
 from scrollctx.view import estimate_tokens
 
 __all__ = ["COMPACTION_PROMPT", "CompactingPolicy"]
@@ -44,7 +44,7 @@ class CompactingPolicy(WindowPolicy):
 
     def __init__(
         self,
-        log: EventLog,
+        log: EventStore,
         session_id: str,
         system_prompt: str,
         *,
