@@ -193,3 +193,25 @@ def test_the_worker_refuses_cells_itself_when_a_strict_layer_does_not_hold(
         assert not (tmp_path / "pwned").exists()
     finally:
         worker.kill()
+
+
+@pytest.mark.parametrize(("abi", "truncated"), [(2, True), (3, False)])
+def test_the_landlock_abi_cap_really_weakens_landlock(
+    tmp_path: Path, abi: int, truncated: bool
+) -> None:
+    # The test-only knob is real: at ABI 2 (Debian 12's kernels) Landlock does not control
+    # truncation, so with the namespaces layer off a readable file outside scratch can be
+    # emptied; from ABI 3 it cannot. (Strict needs the namespaces layer for this reason.)
+    policy = SandboxPolicy("best-effort", unavailable=frozenset({"namespaces"}), landlock_abi=abi)
+    session = open_session(tmp_path, sandbox=policy)
+    try:
+        victim = session.log.path.parent / "payloads" / "victim.bin"
+        victim.write_bytes(b"keep")
+        detail = session.kernel.start().layer("landlock").detail
+        assert detail.startswith(f"ABI {abi} (capped from ") and "for testing" in detail
+        assert ("truncate not controlled" in detail) is truncated
+        result = session.kernel.run_cell(f"import os\nos.truncate({str(victim)!r}, 0)")
+        assert (victim.read_bytes() == b"") is truncated, result.error
+    finally:
+        session.kernel.close()
+        session.log.close()
