@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +99,16 @@ class PostgresServer:
             "--locale=C", "--no-sync",
         )  # fmt: skip
 
-    def start(self) -> None:
-        """Start (or restart after :meth:`stop`) on the same port; wait until it accepts."""
-        options = (
-            f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} "
-            "-c fsync=off -c full_page_writes=off -c max_connections=200"
-        )
+    def start(self, *, durable: bool = False) -> None:
+        """Start (or restart after :meth:`stop`) on the same port; wait until it accepts.
+
+        Tests run without fsync (the machine does not crash under them; a stopped server still
+        recovers from its WAL); ``durable`` keeps PostgreSQL's defaults, for benchmarks.
+        """
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.root} "
+        options += "-c max_connections=200"
+        if not durable:
+            options += " -c fsync=off -c full_page_writes=off"
         self._run(
             "pg_ctl", "-D", str(self.data), "-l", str(self.root / "server.log"), "-w",
             "-o", options, "start",
@@ -144,7 +149,8 @@ class PostgresServer:
             os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
-def _server_user() -> str | None:
+def server_user() -> str | None:
+    """Who runs the server: nobody special as a normal user; under root, an unprivileged one."""
     if os.geteuid() != 0:
         return None
     for name in ("postgres", "nobody"):
@@ -153,7 +159,25 @@ def _server_user() -> str | None:
         except KeyError:
             continue
         return name
-    missing("running as root and no unprivileged user (postgres, nobody) to run PostgreSQL as")
+    raise LookupError("running as root and no unprivileged user (postgres, nobody) to run as")
+
+
+@contextmanager
+def throwaway_server(bindir: Path, *, durable: bool = False) -> Iterator[PostgresServer]:
+    """Make, start and finally delete a cluster in a temporary folder (see the module doc)."""
+    root = Path(tempfile.mkdtemp(prefix="scroll-pg-"))
+    server = PostgresServer(bindir, root, server_user())
+    server._chown(root)
+    try:
+        server.init()
+        server.start(durable=durable)
+        yield server
+    finally:
+        try:
+            server.stop("immediate")
+        except RuntimeError:
+            pass  # already stopped (a test that stopped it failed before restarting)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -164,19 +188,11 @@ def postgres_server() -> Iterator[PostgresServer]:
     bindir = find_bindir()
     if bindir is None:
         missing("PostgreSQL server binaries (initdb, pg_ctl) not found; apt-get install postgresql")
-    root = Path(tempfile.mkdtemp(prefix="scroll-pg-"))
-    server = PostgresServer(bindir, root, _server_user())
-    server._chown(root)
     try:
-        server.init()
-        server.start()
-        yield server
-    finally:
-        try:
-            server.stop("immediate")
-        except RuntimeError:
-            pass  # already stopped (a test that stopped it failed before restarting)
-        shutil.rmtree(root, ignore_errors=True)
+        with throwaway_server(bindir) as server:
+            yield server
+    except LookupError as exc:
+        missing(str(exc))
 
 
 @pytest.fixture
