@@ -9,7 +9,13 @@ Backends live in :mod:`scrollctx.agent.backends`; their main names are re-export
 """
 
 from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, choose_model
-from scrollctx.agent._calls import CallChanges, ModelCall, call_changes, rebuild_call
+from scrollctx.agent._calls import (
+    CallChanges,
+    ModelCall,
+    call_changes,
+    call_digest,
+    rebuild_call,
+)
 from scrollctx.agent._events import (
     AgentEvent,
     ContextEvicted,
@@ -105,6 +111,7 @@ __all__ = [
     "UserTool",
     "build_system_prompt",
     "call_changes",
+    "call_digest",
     "choose_model",
     "extract_code_blocks",
     "json_memory_toolset",

@@ -38,7 +38,7 @@ from scrollctx.view import (
 )
 from scrollctx.view.tokens import MESSAGE_OVERHEAD
 
-__all__ = ["CallChanges", "ModelCall", "call_changes", "rebuild_call"]
+__all__ = ["CallChanges", "ModelCall", "call_changes", "call_digest", "rebuild_call"]
 
 _UNLOGGED_BUDGET = 128_000
 """The window assumed when a call's budget is not in the log (it changes no message)."""
@@ -98,6 +98,12 @@ class CallChanges:
     """Seqs of the index events written in between (each one eviction round)."""
 
 
+def call_digest(response: Event) -> str | None:
+    """The digest the call answered by ``response`` carried, as the loop logged it (or None)."""
+    digest = (response.metadata.get("model_call") or {}).get("digest")
+    return digest if isinstance(digest, str) else None
+
+
 def rebuild_call(log: EventLog, session_id: str, number: int) -> ModelCall:
     """Rebuild model call ``number`` (1-based) of a session from the log.
 
@@ -111,7 +117,8 @@ def rebuild_call(log: EventLog, session_id: str, number: int) -> ModelCall:
             f"session {session_id!r} has {len(seqs)} model calls; there is no call {number}"
         )
     seq = seqs[number - 1]
-    meta = dict(log.get(seq).metadata.get("model_call") or {})
+    response = log.get(seq)
+    meta = dict(response.metadata.get("model_call") or {})
     prompt = _prompt_before(log, session_id, seq)
     system = log.full_text(prompt) if prompt is not None else None
     header = prompt.metadata[PROMPT_KEY].get("index_header") if prompt is not None else None
@@ -123,7 +130,7 @@ def rebuild_call(log: EventLog, session_id: str, number: int) -> ModelCall:
         budget_tokens=int(meta.get("budget_tokens") or _UNLOGGED_BUDGET),
         with_index=not _has_kind(log, session_id, STATE_KIND),
     )
-    digest = meta.get("digest")
+    digest = call_digest(response)
     _, messages = ScrollPolicy(view, index_header=header).request(digest or "")
     return ModelCall(session_id, number, len(seqs), seq, system, digest, messages, view, meta)
 

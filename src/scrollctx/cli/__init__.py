@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "sql": "scrollctx.cli._history:sql",
     "stats": "scrollctx.cli._history:stats",
     "store": "scrollctx.cli._store:store_group",
+    "ui": "scrollctx.cli._ui:ui_command",
     "view": "scrollctx.cli._view:view_command",
     "watch": "scrollctx.cli._watch:watch",
 }

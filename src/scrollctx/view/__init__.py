@@ -26,6 +26,7 @@ from scrollctx.view._working import (
     STATE_KIND,
     WorkingView,
     call_seqs,
+    index_events,
     load_index,
 )
 from scrollctx.view.headlines import (
@@ -66,6 +67,7 @@ __all__ = [
     "carried_session",
     "carried_task_ids",
     "estimate_tokens",
+    "index_events",
     "load_index",
     "parse_headline",
     "simulate",

@@ -174,7 +174,11 @@ class IndexBlock:
 
     def render(self) -> str:
         """Return the block as the model reads it."""
-        return "\n".join([f"[seq {self.lo}-{self.hi}]"] + [line.render() for line in self.lines])
+        return "\n".join(text for text, _ in self.render_parts())
+
+    def render_parts(self) -> list[tuple[str, IndexLine | None]]:
+        """Return the block's title and lines as text pieces, each line with its span."""
+        return [(f"[seq {self.lo}-{self.hi}]", None)] + [(ln.render(), ln) for ln in self.lines]
 
     def collapse(self) -> IndexLine:
         """Return this block as one line: first and last text, all anchors merged."""
@@ -243,15 +247,22 @@ class EvictionIndex:
 
     def render(self) -> str:
         """Return the index message text (empty when nothing was evicted)."""
+        return "\n".join(text for text, _ in self.render_parts())
+
+    def render_parts(self) -> list[tuple[str, IndexLine | None]]:
+        """Return the index message as its text pieces, in order, each with the line whose
+        span it renders (``None`` for the header, tier and block titles): joined with
+        newlines they are exactly :meth:`render` (an inspector links each line to its span)."""
         if self.is_empty:
-            return ""
-        parts = [INDEX_HEADER]
+            return []
+        parts: list[tuple[str, IndexLine | None]] = [(INDEX_HEADER, None)]
         for level in range(len(self.tiers) - 1, -1, -1):
             if not self.tiers[level]:
                 continue
-            parts.append(f"\n== tier {level} ==")
-            parts += [block.render() for block in self.tiers[level]]
-        return "\n".join(parts)
+            parts.append((f"\n== tier {level} ==", None))
+            for block in self.tiers[level]:
+                parts += block.render_parts()
+        return parts
 
     def to_data(self, view_state: dict[str, Any] | None = None) -> dict[str, Any]:
         """Return the index as JSON-able data (see the module docstring for the shape)."""

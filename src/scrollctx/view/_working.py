@@ -39,6 +39,7 @@ Message dicts returned by :meth:`WorkingView.build` are cached per turn: treat t
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
@@ -64,7 +65,15 @@ from scrollctx.view._stored import Locations, pack, stored_locations, unpack
 from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn_from_event
 from scrollctx.view.tokens import MESSAGE_OVERHEAD, TokenCounter
 
-__all__ = ["DIGEST_HEADER", "INDEX_KIND", "STATE_KIND", "WorkingView", "call_seqs", "load_index"]
+__all__ = [
+    "DIGEST_HEADER",
+    "INDEX_KIND",
+    "STATE_KIND",
+    "WorkingView",
+    "call_seqs",
+    "index_events",
+    "load_index",
+]
 
 INDEX_KIND = "eviction_index"
 """Event kind of the persisted index (``metadata``: :meth:`EvictionIndex.to_data`, packed)."""
@@ -786,16 +795,19 @@ def _anthropic_body(body: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return messages
 
 
-def load_index(log: EventStore, session_id: str) -> dict[str, Any] | None:
+def load_index(
+    log: EventStore, session_id: str, *, before_seq: int | None = None
+) -> dict[str, Any] | None:
     """Return a session's latest eviction index as data (what ``ms.index()`` returns), or None.
 
+    ``before_seq``: the latest index written before that seq (the index as it stood then).
     Blocks stored by reference are put back in place; read the index through this (or
     :meth:`WorkingView.index_data`), never from the raw event metadata.
 
     Raises:
         IntegrityError: the index event is malformed or a reference does not resolve.
     """
-    latest = _latest_index_event(log, session_id)
+    latest = _latest_index_event(log, session_id, before_seq=before_seq)
     if latest is None:
         return None
 
@@ -814,6 +826,27 @@ def load_index(log: EventStore, session_id: str) -> dict[str, Any] | None:
             path=str(log.path),
         ) from exc
     return data
+
+
+def index_events(log: EventStore, session_id: str) -> list[dict[str, Any]]:
+    """Return a session's eviction index events, oldest first: ``seq``, ``created_at`` and
+    their counters (``evictions``, ``rollups``, ``folds``...) and ``blocks`` (read from the
+    stored metadata, whose counters and tier sizes are never stored by reference)."""
+    rows = log.execute(
+        "SELECT seq, created_at, json_extract(metadata, '$.counters') AS counters, "
+        "(SELECT sum(json_array_length(tier.value, '$.blocks')) "
+        " FROM json_each(metadata, '$.tiers') AS tier) AS blocks "
+        "FROM conversation_history WHERE session_id = ? AND kind = ? ORDER BY seq",
+        (session_id, INDEX_KIND),
+    )
+    found = []
+    for row in rows:
+        counters = json.loads(row["counters"]) if row["counters"] else {}
+        found.append(
+            {"seq": int(row["seq"]), "created_at": row["created_at"],
+             "blocks": int(row["blocks"] or 0), **counters}
+        )  # fmt: skip
+    return found
 
 
 def call_seqs(log: EventStore, session_id: str) -> list[int]:

@@ -1,0 +1,84 @@
+"""Run the inspector: check the bind, then serve it with uvicorn until interrupted.
+
+Loopback (127.0.0.1, ::1, localhost) is the default and may run without a token; any other
+address needs one, and the check happens before a socket is opened. The token is the user's
+secret: it travels in the printed URL once, then as a cookie.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from scrollctx.errors import MissingDependency, UsageError
+
+__all__ = ["UIServer", "check_bind", "is_loopback", "new_token"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback bind without a token.
+
+    Raises:
+        UsageError: ``host`` is reachable from other machines and no token was given.
+    """
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"--host {host} is reachable from other machines: the inspector shows your whole "
+            "history, so it needs --token (or SCROLL_UI_TOKEN) there; for example "
+            f"--token {new_token()}"
+        )
+
+
+def new_token() -> str:
+    """A fresh random token (URL-safe)."""
+    return secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True, slots=True)
+class UIServer:
+    """The inspector of one store, bound to ``host:port`` (port 0: the OS picks one)."""
+
+    db_path: Path
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str | None = None
+    results_dir: Path | None = None
+
+    def url(self, port: int | None = None) -> str:
+        """The address to open (with the token, when there is one)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        query = f"/?token={self.token}" if self.token else "/"
+        return f"http://{host}:{port or self.port}{query}"
+
+    def run(self) -> None:
+        """Serve until interrupted (Ctrl-C or SIGTERM stop it cleanly).
+
+        Raises:
+            UsageError: a non-loopback host without a token.
+            MissingDependency: the ``ui`` extra is not installed.
+            StoreError: there is no store at ``db_path``.
+        """
+        check_bind(self.host, self.token)
+        try:
+            import uvicorn
+
+            from scrollctx.serve.ui._app import create_app
+        except ImportError as exc:
+            raise MissingDependency("starlette, jinja2 and uvicorn (the inspector)", "ui") from exc
+        app = create_app(self.db_path, token=self.token, results_dir=self.results_dir)
+        uvicorn.run(
+            app, host=self.host, port=self.port, log_level="warning", server_header=False,
+            proxy_headers=False,
+        )  # fmt: skip
