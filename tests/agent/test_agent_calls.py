@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from evicting_run import ANSWER, BUDGET, CALLS, enqueue_evicting_run
 from scripted_servers import ScriptedOpenAIServer
 
 from scrollctx.agent import Agent, Backend, call_changes, rebuild_call
@@ -14,27 +15,17 @@ from scrollctx.log import EventLog
 from scrollctx.view import call_seqs
 
 
-def _cell(words: int, tag: str) -> tuple[str, dict[str, str]]:
-    return ("repl_exec", {"source": f"{tag} = ' '.join(['{tag}'] * {words}); print({tag})"})
-
-
 def test_every_call_of_an_evicting_run_is_rebuilt_exactly(
     tmp_path: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
 ) -> None:
-    for number in range(14):
-        notes = " ".join(f"note{number}" for _ in range(250))
-        headline = f"⟦ print batch {number} | {number} printed | print the next | in_progress ⟧"
-        openai_server.enqueue_tool_calls(
-            [_cell(900, f"w{number}")], text=f"Printing batch {number}: {notes}\n{headline}"
-        )
-    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "done"})])
-    with Agent(model=scripted_backend, store=tmp_path / "store", budget_tokens=6000) as agent:
+    enqueue_evicting_run(openai_server)
+    with Agent(model=scripted_backend, store=tmp_path / "store", budget_tokens=BUDGET) as agent:
         finished = agent.run("Print a lot, then answer done.")
-    assert finished.answer == "done"
+    assert finished.answer == ANSWER
 
     with EventLog.open_read_only(tmp_path / "store" / "history.db") as log:
         seqs = call_seqs(log, finished.session_id)
-        assert len(seqs) == len(openai_server.requests) == 15
+        assert len(seqs) == len(openai_server.requests) == CALLS
         previous = None
         evicted = folded = 0
         for number, request in enumerate(openai_server.requests, start=1):

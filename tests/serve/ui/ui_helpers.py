@@ -22,6 +22,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agent"))
 
+from evicting_run import ANSWER, BUDGET, enqueue_evicting_run  # noqa: E402
 from scripted_servers import ScriptedOpenAIServer, serve  # noqa: E402
 
 from needs import import_or_missing  # noqa: E402
@@ -61,29 +62,21 @@ class UIStore:
     """A folder with one bench result file."""
 
 
-def _cell(words: int, tag: str) -> tuple[str, dict[str, str]]:
-    return ("repl_exec", {"source": f"{tag} = ' '.join(['{tag}'] * {words}); print({tag})"})
-
-
 def agent_run(store: Path) -> tuple[str, list[Any]]:
+    """Run the evicting script through a real agent into ``store``; return the session and
+    the request bodies the scripted server received."""
     from scrollctx.agent import Agent
     from scrollctx.agent.backends._openai import OpenAIBackend
 
     server = serve(ScriptedOpenAIServer)
     assert isinstance(server, ScriptedOpenAIServer)
     try:
-        for number in range(14):
-            notes = " ".join(f"note{number}" for _ in range(250))
-            headline = f"⟦ print batch {number} | {number} printed | print the next | in_progress ⟧"
-            server.enqueue_tool_calls(
-                [_cell(900, f"w{number}")], text=f"Printing batch {number}: {notes}\n{headline}"
-            )
-        server.enqueue_tool_calls([("submit_answer", {"answer": "all printed"})])
+        enqueue_evicting_run(server)
         backend = OpenAIBackend(model="scripted-model", base_url=server.base_url, api_key="sk-x")
-        with Agent(model=backend, store=store, budget_tokens=6000) as agent:
+        with Agent(model=backend, store=store, budget_tokens=BUDGET) as agent:
             finished = agent.run("Print fourteen batches, then answer.")
         backend.close()
-        assert finished.answer == "all printed", finished.failure
+        assert finished.answer == ANSWER, finished.failure
         return finished.session_id, [request.body for request in server.requests]
     finally:
         server.stop()
