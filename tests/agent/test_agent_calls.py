@@ -34,7 +34,7 @@ def test_every_call_of_an_evicting_run_is_rebuilt_exactly(
             assert json.dumps(call.wire_messages()) == json.dumps(sent), number
             assert call.system == sent[0]["content"]
             assert (call.digest is not None and f"w{number - 2}" in call.digest) or number == 1
-            changes = call_changes(log, previous, call)
+            changes = call_changes(log, call, previous.seq if previous else None)
             evicted += len(changes.evicted)
             folded += len(changes.folded)
             previous = call

@@ -14,7 +14,7 @@ import pytest
 from view_session import Session
 
 from scrollctx.log import EventLog
-from scrollctx.view import WorkingView
+from scrollctx.view import WorkingView, live_seqs
 
 SYSTEM = "You are a test agent."
 BUDGET = 1500
@@ -76,6 +76,9 @@ def test_restore_before_a_calls_answer_rebuilds_exactly_what_that_call_sent(
         built = view.build("openai", call.digest)
         assert json.dumps(built.messages) == json.dumps(call.messages), call.seq
         assert built.tokens == call.tokens
+        live, folded = live_seqs(view_log, "s1", before_seq=call.seq, with_index=with_index)
+        assert live == {t.seq for t in view.turns}
+        assert folded == {t.seq for t in view.turns if t.folded}
 
 
 def test_replay_yields_every_call_as_it_was_sent(view_log: EventLog) -> None:

@@ -17,7 +17,7 @@ Nothing here writes: restoring a view only reads, so this works on a store opene
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,15 +28,14 @@ from scrollctx.agent.backends._openai import to_openai_messages
 from scrollctx.errors import UsageError
 from scrollctx.log import Event, EventLog, Kind
 from scrollctx.view import (
-    DIGEST_HEADER,
     INDEX_KIND,
     STATE_KIND,
     VIEW_KEY,
     Turn,
     WorkingView,
     call_seqs,
+    live_seqs,
 )
-from scrollctx.view.tokens import MESSAGE_OVERHEAD
 
 __all__ = ["CallChanges", "ModelCall", "call_changes", "call_digest", "rebuild_call"]
 
@@ -72,18 +71,9 @@ class ModelCall:
         return to_openai_messages(ChatRequest(self.messages, self.system or ""))
 
     def part_tokens(self) -> dict[str, int]:
-        """Estimated tokens of each part of the request: system, index, live turns, digest."""
-        counter = self.view.counter
-
-        def message(text: str | None) -> int:
-            return counter.raw(text) + MESSAGE_OVERHEAD if text else 0
-
-        return {
-            "system": message(self.system),
-            "index": message(self.view.index_text()),
-            "turns": sum(turn.tokens for turn in self.view.turns),
-            "digest": message(DIGEST_HEADER + self.digest if self.digest else None),
-        }
+        """Tokens of each part of the request, as the view counts them: system, index (with
+        the view's own header), live turns, digest."""
+        return self.view.part_tokens()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +94,18 @@ def call_digest(response: Event) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
-def rebuild_call(log: EventLog, session_id: str, number: int) -> ModelCall:
+def rebuild_call(
+    log: EventLog, session_id: str, number: int, *, seqs: Sequence[int] | None = None
+) -> ModelCall:
     """Rebuild model call ``number`` (1-based) of a session from the log.
+
+    ``seqs``: the session's :func:`~scrollctx.view.call_seqs`, when the caller has them.
 
     Raises:
         UsageError: the session has no such call.
         IntegrityError: the session's index events are malformed.
     """
-    seqs = call_seqs(log, session_id)
+    seqs = call_seqs(log, session_id) if seqs is None else seqs
     if not 1 <= number <= len(seqs):
         raise UsageError(
             f"session {session_id!r} has {len(seqs)} model calls; there is no call {number}"
@@ -135,13 +129,17 @@ def rebuild_call(log: EventLog, session_id: str, number: int) -> ModelCall:
     return ModelCall(session_id, number, len(seqs), seq, system, digest, messages, view, meta)
 
 
-def call_changes(log: EventLog, previous: ModelCall | None, current: ModelCall) -> CallChanges:
-    """What happened to the view between two calls of one session (all of it before call 1)."""
-    after = previous.seq - 1 if previous is not None else 0
-    between = log.session_events(current.session_id, after_seq=after, before_seq=current.seq)
-    before = _seqs(previous.view.turns) if previous is not None else set()
+def call_changes(log: EventLog, current: ModelCall, previous_seq: int | None) -> CallChanges:
+    """What happened to the view between the previous call (its response at ``previous_seq``;
+    ``None``: there is none, all of it before call 1) and ``current``."""
+    sid, with_index = current.session_id, current.view.with_index
+    before: set[int] = set()
+    folded_before: set[int] = set()
+    if previous_seq is not None:
+        before, folded_before = live_seqs(log, sid, before_seq=previous_seq, with_index=with_index)
+    after = previous_seq - 1 if previous_seq is not None else 0
+    between = log.session_events(sid, after_seq=after, before_seq=current.seq)
     before |= {e.seq for e in between if VIEW_KEY in e.metadata}
-    folded_before = _seqs(t for t in previous.view.turns if t.folded) if previous else set()
     return CallChanges(
         evicted=sorted(before - _seqs(current.view.turns)),
         folded=sorted(_seqs(t for t in current.view.turns if t.folded) - folded_before),

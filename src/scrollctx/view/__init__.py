@@ -27,6 +27,7 @@ from scrollctx.view._working import (
     WorkingView,
     call_seqs,
     index_events,
+    live_seqs,
     load_index,
 )
 from scrollctx.view.headlines import (
@@ -68,6 +69,7 @@ __all__ = [
     "carried_task_ids",
     "estimate_tokens",
     "index_events",
+    "live_seqs",
     "load_index",
     "parse_headline",
     "simulate",

@@ -72,6 +72,7 @@ __all__ = [
     "WorkingView",
     "call_seqs",
     "index_events",
+    "live_seqs",
     "load_index",
 ]
 
@@ -262,7 +263,10 @@ class WorkingView:
                 )
 
     def _push(self, turn: Turn) -> None:
-        turn.raw_tokens = self._message_raw(turn.text) + self.counter.raw(turn.structure_text())
+        if turn.folded:  # restored folded: only its stub is ever sent again, count only that
+            turn.raw_tokens = turn.stub_tokens
+        else:
+            turn.raw_tokens = self._message_raw(turn.text) + self.counter.raw(turn.structure_text())
         if turn.role == "assistant":
             self._open_calls |= set(turn.call_ids)
             self.metrics.assistant_turns += 1
@@ -288,6 +292,17 @@ class WorkingView:
     def tokens(self) -> int:
         """The view's size in (calibrated) tokens, digest included."""
         return self.counter.scale(self._raw_total())
+
+    def part_tokens(self) -> dict[str, int]:
+        """The view's size by part (calibrated tokens): ``system``, ``index``, ``turns``,
+        ``digest``; they add up to :attr:`tokens` up to rounding."""
+        scale = self.counter.scale
+        return {
+            "system": scale(self._system_raw),
+            "index": scale(self._index_raw),
+            "turns": scale(self._turns_raw),
+            "digest": scale(self._digest_raw),
+        }
 
     def scaffold_raw(self) -> int:
         """Raw tokens of the system prompt and digest messages (what full replay also sends)."""
@@ -707,11 +722,9 @@ class WorkingView:
                 continue
             turn = turn_from_event(event, self.log.full_text(event))
             turn.pinned = event.seq in pinned
-            self._push_restored(turn, counted=event.seq > after_index)
             if event.seq in folded and turn.role == "tool":
-                self._turns_raw -= turn.raw_tokens
                 self._fold_restored(turn)
-                self._turns_raw += turn.stub_tokens
+            self._push_restored(turn, counted=event.seq > after_index)
 
     def _keep_live(self, state: dict[str, Any]) -> None:
         """Apply an index event's view state to the live turns (what the eviction did)."""
@@ -826,6 +839,34 @@ def load_index(
             path=str(log.path),
         ) from exc
     return data
+
+
+def live_seqs(
+    log: EventStore, session_id: str, *, before_seq: int, with_index: bool = True
+) -> tuple[set[int], set[int]]:
+    """Return the seqs of the turns live in the view just before ``before_seq``, and of those
+    folded: what ``restore(before_seq=...)`` would hold, by the same rules, without reading a
+    turn's text or counting a token (to compare two calls cheaply).
+
+    Raises:
+        IntegrityError: the index event is malformed.
+    """
+    kind = INDEX_KIND if with_index else STATE_KIND
+    latest = _latest_index_event(log, session_id, kind, before_seq)
+    view = WorkingView(log, session_id, budget_tokens=1, with_index=with_index)
+    try:
+        state = view._load_index(latest, view._index_metadata) if latest else _NO_STATE
+        is_evicted = view._evicted_test(state)
+        folded = set(state["folded"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _malformed(log, session_id, latest, exc) from exc
+    rows = log.execute(
+        "SELECT seq, role FROM conversation_history WHERE session_id = ? AND seq >= ? "
+        "AND seq < ? AND json_type(metadata, ?) IS NOT NULL",
+        (session_id, int(state["live_from"]), before_seq, f"$.{VIEW_KEY}"),
+    )
+    live = {int(row[0]) for row in rows if not is_evicted(int(row[0]))}
+    return live, {int(r[0]) for r in rows if int(r[0]) in live & folded and r[1] == "tool"}
 
 
 def index_events(log: EventStore, session_id: str) -> list[dict[str, Any]]:

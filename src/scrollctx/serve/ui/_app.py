@@ -178,16 +178,16 @@ def calls_page(inspector: _Inspector, request: Request) -> Response:
 
 
 def call_page(inspector: _Inspector, request: Request) -> Response:
-    session_id, number = _call_target(inspector, request)
-    page = _calls.call_page(inspector.log, session_id, number)
+    session_id, number, seqs = _call_target(inspector, request)
+    page = _calls.call_page(inspector.log, session_id, number, seqs)
     return inspector.page(
         request, "call.html", session_id=session_id, page=page, runs=_calls.spans_text
     )
 
 
 def call_json(inspector: _Inspector, request: Request) -> Response:
-    session_id, number = _call_target(inspector, request)
-    call = rebuild_call(inspector.log, session_id, number)
+    session_id, number, seqs = _call_target(inspector, request)
+    call = rebuild_call(inspector.log, session_id, number, seqs=seqs)
     body = {"session_id": session_id, "call": number, "response_seq": call.seq}
     body["messages"] = call.wire_messages()
     return Response(
@@ -195,15 +195,15 @@ def call_json(inspector: _Inspector, request: Request) -> Response:
     )
 
 
-def _call_target(inspector: _Inspector, request: Request) -> tuple[str, int]:
+def _call_target(inspector: _Inspector, request: Request) -> tuple[str, int, list[int]]:
     session_id = _session(inspector, request)
     number = _number(request, "n", 1)
-    calls = len(call_seqs(inspector.log, session_id))
-    if not 1 <= number <= calls:
+    seqs = call_seqs(inspector.log, session_id)
+    if not 1 <= number <= len(seqs):
         raise HTTPException(
-            404, f"session {session_id!r} has {calls} model calls; no call {number}"
+            404, f"session {session_id!r} has {len(seqs)} model calls, not {number}"
         )
-    return session_id, number
+    return session_id, number, seqs
 
 
 def index_page(inspector: _Inspector, request: Request) -> Response:

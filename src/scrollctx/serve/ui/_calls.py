@@ -62,16 +62,19 @@ class CallPage:
     tokens: dict[str, int]
 
 
-def call_page(log: EventLog, session_id: str, number: int) -> CallPage:
-    """Rebuild call ``number`` and the call before it; pair messages with their turns."""
-    call = rebuild_call(log, session_id, number)
-    previous = rebuild_call(log, session_id, number - 1) if number > 1 else None
+def call_page(log: EventLog, session_id: str, number: int, seqs: list[int]) -> CallPage:
+    """Rebuild call ``number`` and the call before it; pair messages with their turns.
+
+    ``seqs``: the session's :func:`~scrollctx.view.call_seqs`.
+    """
+    call = rebuild_call(log, session_id, number, seqs=seqs)
+    previous = seqs[number - 2] if number > 1 else None
     parts = _parts(call)
     header, pieces = "", list[IndexPiece]()
     if parts and parts[0].part == "index":
         header, pieces = _index_message(call.view.index, str(parts[0].message["content"]))
     return CallPage(
-        call, call_changes(log, previous, call), parts, header, pieces, call.part_tokens()
+        call, call_changes(log, call, previous), parts, header, pieces, call.part_tokens()
     )
 
 
