@@ -113,6 +113,13 @@ def test_stats_and_doctor_describe_a_shared_store(
     assert "replica" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("command", [["embed"], ["ingest", "--embed", "."]])
+def test_vectors_need_a_folder_store_and_say_so(command: list[str], capsys: Capture) -> None:
+    url = "postgresql://writer@127.0.0.1:1/team"  # refused before any connection is tried
+    assert run([*command, "--store", url]) == 2
+    assert "needs a folder store" in capsys.readouterr().err
+
+
 _HOST = """
 import sys
 from scrollctx.config import resolve_config

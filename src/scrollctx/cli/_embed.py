@@ -17,7 +17,7 @@ import click
 
 from scrollctx.cli._app import emit, json_option, store_option
 from scrollctx.config import Config
-from scrollctx.errors import StoreError
+from scrollctx.errors import StoreError, UsageError
 from scrollctx.log import EventLog
 from scrollctx.surface import EmbedProgress, EmbedReport, embed_pending, load_encoder
 
@@ -40,6 +40,11 @@ def embed(batch_rows: int, config: Config, json_: bool) -> None:
 
     Example: scroll embed --store .scroll
     """
+    if config.store_url is not None:
+        raise UsageError(
+            "scroll embed needs a folder store: vectors live beside a SQLite log, and a shared "
+            "store's replica is rebuilt from the database (semantic search there: not yet)"
+        )
     if not config.db_path.is_file():
         raise StoreError(f"no store at {config.store_dir}; run `scroll ingest FILE` first")
     encoder = load_encoder()
