@@ -1,7 +1,7 @@
 """Page render time of ``scroll ui`` (timeline, model call) against ``scroll view``.
 
 Two stores: the 2,000-step simulated session of docs/view.md alone, and the same session in a
-store of 60,000 events (BEAM 100K conversations imported around it). For each, the inspector
+store of 60,000 events (LoCoMo and BEAM conversations imported before it). For each, the inspector
 runs in real uvicorn on loopback and each page is requested over HTTP (one request at a time,
 so the time is the server's render plus a loopback round trip); the baseline is ``scroll
 view --session simulation`` run in the same process (restore the view from the log and print
@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-BEAM = REPO.parent / "shared" / "data" / "beam" / "chats" / "100K"
+DATA = REPO.parent / "shared" / "data"
 SESSION = "simulation"
 
 
@@ -39,13 +39,21 @@ def _build(folder: Path, *, filler_events: int) -> Path:
     if db.is_file():
         return db
     with EventLog.open(db) as log:
-        chats = sorted(BEAM.iterdir(), key=lambda p: int(p.name)) if filler_events else []
-        for chat in chats:
+        for chat in _chats() if filler_events else []:
             if log.count() >= filler_events:
                 break
             ingest_path(log, chat)
+        if log.count() < filler_events:
+            raise SystemExit(f"only {log.count()} events of LoCoMo and BEAM under {DATA}")
         simulate(log, steps=2000, output_kb=8, budget=32_000, session_id=SESSION)
     return db
+
+
+def _chats() -> list[Path]:
+    """Real conversations to fill a store with: LoCoMo, then BEAM 100K and 500K chats."""
+    beam = [DATA / "beam" / "chats" / size for size in ("100K", "500K")]
+    chats = [chat for tier in beam for chat in sorted(tier.iterdir(), key=lambda p: int(p.name))]
+    return [DATA / "locomo" / "locomo10.json", *chats]
 
 
 class _Served:
@@ -154,7 +162,8 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     alone = _build(args.work / "alone", filler_events=0)
-    filled = _build(args.work / "filled", filler_events=args.events - 10_000)
+    # The simulated session adds 10,454 events to what is imported before it.
+    filled = _build(args.work / "filled", filler_events=args.events - 10_500)
     print(f"stores ready in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     for db in (alone, filled):
         _measure(db, args.repeats)

@@ -17,7 +17,7 @@ __all__ = ["ui_command"]
 @store_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
 @click.option(
-    "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="Port."
+    "--port", type=click.IntRange(0, 65535), default=8766, show_default=True, help="Port."
 )
 @click.option(
     "--token",
@@ -37,7 +37,7 @@ def ui_command(
 
     Read-only. Binds to loopback by default; any other address needs --token.
 
-    Example: scroll ui --store .scroll --port 8765
+    Example: scroll ui --store .scroll --port 8766
     """
     from scrollctx.serve.ui import UIServer
 

@@ -185,6 +185,12 @@ def test_a_bad_url_is_a_404_page(served: ServedApp, ui_store: UIStore, url: str)
     assert "Traceback" not in text
 
 
+def test_a_search_that_cannot_run_says_why_on_the_page(served: ServedApp) -> None:
+    status, _, text = Client(served.port).get("/search?q=batch&from=yesterday")
+    assert status == 400
+    assert "created_from takes an ISO date" in text and "Traceback" not in text
+
+
 def test_every_page_forbids_inline_script_and_other_origins(served: ServedApp) -> None:
     _, headers, _ = Client(served.port).get("/")
     policy = headers["content-security-policy"]

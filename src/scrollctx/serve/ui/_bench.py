@@ -36,6 +36,7 @@ class BenchReports:
         self.results_dir = results_dir
         self.scratch = scratch
         self._made: dict[str, tuple[float, Path]] = {}
+        self._renders = 0
 
     def files(self) -> list[str]:
         """The result files, as paths relative to the results folder."""
@@ -72,7 +73,8 @@ class BenchReports:
         if made is None or made[0] != version:
             from scrollctx.bench import write_report
 
-            folder = self.scratch / f"report-{len(self._made)}"
+            self._renders += 1
+            folder = self.scratch / f"report-{self._renders}"
             write_report([source], folder)
             made = self._made[name] = (version, folder)
         return made[1]

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scrollctx.errors import UsageError
 from scrollctx.surface import open_surface
 
 __all__ = ["SearchForm", "SearchResult", "run_search"]
@@ -64,16 +63,13 @@ def run_search(db_path: Path, form: SearchForm) -> SearchResult:
         QueryError: the query or a filter cannot run (shown on the page).
     """
     with open_surface(db_path) as ms:
-        try:
-            rows = ms.search(
-                form.query,
-                form.k,
-                kind=form.kind or None,
-                role=form.role or None,
-                session_id=form.session_id or None,
-                created_from=form.created_from or None,
-                created_to=form.created_to or None,
-            )
-        except ValueError as exc:  # a malformed date filter
-            raise UsageError(f"a filter cannot be read: {exc}") from exc
+        rows = ms.search(
+            form.query,
+            form.k,
+            kind=form.kind or None,
+            role=form.role or None,
+            session_id=form.session_id or None,
+            created_from=form.created_from or None,
+            created_to=form.created_to or None,
+        )
         return SearchResult(list(rows), list(rows.notes), bool(rows.partial))

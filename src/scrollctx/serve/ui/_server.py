@@ -52,7 +52,7 @@ class UIServer:
 
     db_path: Path
     host: str = "127.0.0.1"
-    port: int = 8765
+    port: int = 8766
     token: str | None = None
     results_dir: Path | None = None
 

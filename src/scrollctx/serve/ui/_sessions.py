@@ -31,10 +31,10 @@ PREVIEW_CHARS = 300
 KINDS = ("agent run", "chat", "probe", "imported", "carried index", "view", "other")
 
 _SESSIONS_SQL = """
-SELECT g.*, json_extract(c.metadata, '$.source') AS source,
-       json_extract(c.metadata, '$.model') AS first_model
+SELECT g.*, json_extract(c.metadata, '$.source') AS source, c.agent_id AS first_agent,
+       json_extract(z.metadata, '$.model') AS last_model
 FROM (
-  SELECT session_id, min(task_id) AS task_id, min(agent_id) AS agent_id,
+  SELECT session_id, min(task_id) AS task_id, count(DISTINCT agent_id) AS agents,
          min(run_id) AS run_id, count(*) AS events, min(seq) AS first_seq, max(seq) AS last_seq,
          min(created_at) AS first_at, max(created_at) AS last_at,
          sum(CASE WHEN kind = 'model_turn'
@@ -47,7 +47,9 @@ FROM (
          max(CASE WHEN kind = 'model_turn'
              THEN json_type(metadata, '$.view_turn') IS NOT NULL END) AS has_view
   FROM conversation_history GROUP BY session_id
-) AS g JOIN conversation_history AS c ON c.seq = g.first_seq
+) AS g
+JOIN conversation_history AS c ON c.seq = g.first_seq
+JOIN conversation_history AS z ON z.seq = g.last_seq
 ORDER BY g.first_seq
 """
 
@@ -59,7 +61,8 @@ class SessionRow:
     session_id: str
     kind: str
     task_id: str | None
-    agent_id: str | None
+    agent: str
+    """The first event's agent (``main`` when it names none), and how many sub-agents."""
     events: int
     first_seq: int
     last_seq: int
@@ -81,6 +84,12 @@ def _kind(row: Any) -> str:
     return "view" if row["has_view"] else "other"
 
 
+def _agents(first: str | None, distinct: int) -> str:
+    others = distinct - (1 if first else 0)
+    name = first or "main"
+    return f"{name} + {others} sub-agent{'s' if others > 1 else ''}" if others > 0 else name
+
+
 def list_sessions(log: EventLog, *, kind: str = "", query: str = "") -> list[SessionRow]:
     """Every session, oldest first, filtered by kind and by a substring of its names."""
     wanted = query.lower()
@@ -91,16 +100,16 @@ def list_sessions(log: EventLog, *, kind: str = "", query: str = "") -> list[Ses
             session_id=str(row["session_id"]),
             kind=_kind(row) + (f" ({row['source']})" if row["source"] else ""),
             task_id=row["task_id"],
-            agent_id=row["agent_id"],
+            agent=_agents(row["first_agent"], int(row["agents"])),
             events=int(row["events"]),
             first_seq=int(row["first_seq"]),
             last_seq=int(row["last_seq"]),
             first_at=str(row["first_at"]),
             last_at=str(row["last_at"]),
             tokens=tokens or None,
-            model=row["call_model"] or row["first_model"],
+            model=row["call_model"] or row["last_model"],
         )
-        names = f"{session.session_id} {session.task_id or ''} {session.agent_id or ''}"
+        names = f"{session.session_id} {session.task_id or ''} {session.agent}"
         if kind and not session.kind.startswith(kind):
             continue
         if wanted and wanted not in names.lower():
