@@ -58,7 +58,9 @@ class ScriptedReply:
 
     ``sse`` is a list of ``(event_name_or_None, data)`` pairs sent as ``text/event-stream``;
     ``data`` that is not a string is JSON-encoded. ``streamable`` marks a chat completion the
-    OpenAI server may re-render as SSE when the request asks to stream.
+    OpenAI server may re-render as SSE when the request asks to stream. ``hold`` =
+    ``(n, event)`` sends the first ``n`` SSE events, then waits for ``event`` (at most 60 s)
+    before the rest: a stream caught in the middle, for tests of what a client shows meanwhile.
     """
 
     status: int = 200
@@ -67,6 +69,7 @@ class ScriptedReply:
     headers: dict[str, str] = field(default_factory=dict)
     sse: list[tuple[str | None, Any]] | None = None
     streamable: bool = False
+    hold: tuple[int, threading.Event] | None = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,12 @@ def _make_handler(server: _ScriptedServer) -> type[BaseHTTPRequestHandler]:
             self._send(server.handle(method, path, headers, body))
 
         def _send(self, reply: ScriptedReply) -> None:
-            if reply.sse is not None:
+            held = b""
+            if reply.sse is not None and reply.hold is not None:
+                count, _ = reply.hold
+                payload, kind = _encode_sse(reply.sse[:count]), "text/event-stream"
+                held = _encode_sse(reply.sse[count:])
+            elif reply.sse is not None:
                 payload, kind = _encode_sse(reply.sse), "text/event-stream"
             elif reply.raw is not None:
                 payload, kind = reply.raw, "application/json"
@@ -201,11 +209,15 @@ def _make_handler(server: _ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 payload, kind = json.dumps(reply.body).encode(), "application/json"
             self.send_response(reply.status)
             self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(payload)))
+            self.send_header("Content-Length", str(len(payload) + len(held)))
             for name, value in reply.headers.items():
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(payload)
+            if reply.hold is not None:
+                self.wfile.flush()
+                reply.hold[1].wait(timeout=60)
+                self.wfile.write(held)
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             """Stay quiet: pytest output is for failures."""

@@ -180,3 +180,25 @@ def test_a_workspace_that_does_not_exist_is_refused_not_created(
 
     assert code == 2 and "does not exist" in capsys.readouterr().err
     assert not missing.exists()
+
+
+def test_a_retry_is_shown_with_its_wait_and_a_rejection_is_not_retried(
+    beam_store: Path,
+    openai_server: ScriptedOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from scrollctx.cli import run as scroll
+
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    openai_server.enqueue_error(503, message="loading model", headers={"Retry-After": "0"})
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "soon"})])
+    assert scroll(["ask", "--store", str(beam_store), "--model", "openai:m", "When?"]) == 0
+    assert "loading model" in (err := capsys.readouterr().err)
+    assert "retrying in 0.0 s (attempt 2 of 4)" in err
+
+    openai_server.enqueue_error(400, message="'max_tokens' must be at most 2048")
+    assert scroll(["ask", "--store", str(beam_store), "--model", "openai:m", "When?"]) == 1
+    err = capsys.readouterr().err
+    assert "the openai server rejected the request: 'max_tokens' must be at most 2048" in err
+    assert "retrying" not in err and len(openai_server.requests) == 3

@@ -80,7 +80,9 @@ def test_a_killed_chat_continues_with_its_history(
         ("assistant", "Nice to meet you, Zed.\n⟦ greet | name is Zed | wait | done ⟧"),
         ("user", "What is my name?"),
     ]
-    assert "chat session chat-" in err and "trace: " in err
+    # the second start continues the session and says so; a reply is not wrapped in step lines
+    assert "continuing chat session chat-" in err and "(1 earlier message)" in err
+    assert "trace: " not in err and "step 0" not in err
 
 
 def test_scroll_ask_through_the_console_script(

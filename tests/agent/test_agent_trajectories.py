@@ -19,6 +19,7 @@ from scrollctx.agent import (
     Backend,
     ModelStep,
     RunFinished,
+    TextDelta,
     ToolStep,
     json_memory_toolset,
     tool,
@@ -309,3 +310,36 @@ def test_a_later_probe_searching_its_task_does_not_find_an_earlier_probe(
     # A probe's turns are not evidence: they stay out of search in the task and in the store.
     assert (in_task, in_store) == (0, 0)
     assert sprints > 0
+
+
+def test_a_streaming_agent_yields_the_text_as_it_arrives_and_logs_it_whole(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_text("Six times seven is forty-two, and that is final.")
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "42"})])
+
+    with Agent(model=scripted_backend, store=beam_store, stream=True) as agent:
+        events = list(agent.iter_run("Compute six times seven."))
+
+    deltas = [e for e in events if isinstance(e, TextDelta)]
+    first_step = next(e for e in events if isinstance(e, ModelStep))
+    assert len(deltas) > 1 and all(d.step_index == 0 for d in deltas)
+    assert events.index(deltas[-1]) < events.index(first_step)
+    assert "".join(d.text for d in deltas) == first_step.text
+    assert all(r.body["stream"] is True for r in openai_server.requests)
+    [turn] = _rows(beam_store, "SELECT content FROM conversation_history WHERE seq = ?",
+                   (first_step.seq,))  # fmt: skip
+    assert turn["content"] == "Six times seven is forty-two, and that is final."
+    assert isinstance(events[-1], RunFinished) and events[-1].answer == "42"
+
+
+def test_the_first_answer_a_cell_submits_is_the_answer(
+    beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    cell = "print(submit_answer('first'))\nprint(submit_answer('second'))"
+    openai_server.enqueue_tool_calls([("repl_exec", {"source": cell})])
+
+    with Agent(model=scripted_backend, store=beam_store) as agent:
+        finished = agent.run("Answer twice.")
+
+    assert (finished.status, finished.answer) == ("answered", "first")

@@ -90,10 +90,10 @@ def test_the_agent_step_view_never_writes_raw_escapes_to_a_terminal() -> None:
     from rich.console import Console
 
     from scrollctx.agent import ToolStep
-    from scrollctx.cli._agent import _StepView
+    from scrollctx.cli._progress import StepView
 
     screen = io.StringIO()
-    view = _StepView()
+    view = StepView()
     view.console = Console(file=screen, force_terminal=True, color_system=None, width=200)
     view.show(
         ToolStep(

@@ -23,6 +23,7 @@ from scrollctx.agent._events import (
     RunFinished,
     RunMetrics,
     RunStarted,
+    TextDelta,
     ToolStep,
 )
 from scrollctx.agent._loop import AgentLoop, Limits
@@ -101,6 +102,7 @@ __all__ = [
     "RunFinished",
     "RunMetrics",
     "RunStarted",
+    "TextDelta",
     "ScrollPolicy",
     "ToolCall",
     "ToolContext",

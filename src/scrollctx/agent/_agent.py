@@ -173,6 +173,8 @@ class Agent:
         sandbox: the kernel's sandbox profile (``strict``, ``best-effort``, ``off``).
         max_steps, max_run_tokens: when a run gives up (with a failure record): after that
             many model calls, or tokens in and out over the run.
+        stream: stream each answer from a backend that can, yielding
+            :class:`~scrollctx.agent.TextDelta` events as it arrives (``iter_*`` methods).
         budget_tokens: the working view's window ``C`` (default from the backend).
         trace_dir: where traces go (default ``<store>/traces``).
         options: per-call backend options (``temperature``, ``max_tokens``, ``timeout``...),
@@ -196,6 +198,7 @@ class Agent:
         sandbox: str = "strict",
         max_steps: int = 30,
         max_run_tokens: int | None = None,
+        stream: bool = False,
         budget_tokens: int | None = None,
         rho: float = 0.8,
         k: int = 4,
@@ -225,6 +228,7 @@ class Agent:
         self.workspace = Path(workspace).resolve() if workspace is not None else None
         self.trace_dir = Path(trace_dir) if trace_dir else self.config.store_dir / "traces"
         self.sandbox, self.cell_timeout, self.agent_id = sandbox, cell_timeout, agent_id
+        self.stream = stream
         self._toolset_factory = toolset
         self.shows_index = policy is None if shows_index is None else shows_index
         self._policy_factory = policy or _scroll_policy(rho, k, self.shows_index)
@@ -312,7 +316,7 @@ class Agent:
         marker.write_text(chosen + "\n", encoding="utf-8")
         scratch = self.config.store_dir / "workspaces" / chosen
         loop = self._loop("chat", chosen, task_id=None, scratch=scratch, rubric=None, reply=True)
-        return ChatSession(loop)
+        return ChatSession(loop, earlier_runs=self._runs_in(chosen))
 
     def close(self) -> None:
         """Close the Event Log, and the backend if this agent created it."""
@@ -383,6 +387,7 @@ class Agent:
             prompts=self.prompts,
             events_in_task=mode != "ask",
             searchable=mode != "ask",
+            stream=self.stream,
         )
 
     def _carried_index(self, task_id: str | None) -> dict[str, Any] | None:
@@ -393,6 +398,14 @@ class Agent:
                 return None
             task_id = only[0]
         return carried_index(self.log, task_id)
+
+    def _runs_in(self, session_id: str) -> int:
+        rows = self.log.execute(
+            "SELECT count(*) FROM conversation_history WHERE session_id = ? AND kind = 'system' "
+            "AND json_extract(metadata, '$.run_end') IS NOT NULL",
+            (session_id,),
+        )
+        return int(rows[0][0])
 
     def _check_task(self, task_id: str) -> None:
         rows = self.log.execute(
@@ -409,10 +422,20 @@ class Agent:
 
 
 class ChatSession:
-    """A conversation that continues across restarts; each :meth:`send` is one run."""
+    """A conversation that continues across restarts; each :meth:`send` is one run.
 
-    def __init__(self, loop: AgentLoop) -> None:
+    ``earlier_runs`` counts the messages answered in this session before it was opened (0 for
+    a new session).
+    """
+
+    def __init__(self, loop: AgentLoop, *, earlier_runs: int = 0) -> None:
         self.loop = loop
+        self.earlier_runs = earlier_runs
+
+    @property
+    def is_new(self) -> bool:
+        """Whether nothing was said in this session before it was opened."""
+        return self.earlier_runs == 0
 
     @property
     def session_id(self) -> str:

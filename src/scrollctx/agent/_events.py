@@ -7,7 +7,9 @@ called ``submit_answer``), ``"replied"`` (chat: the model answered in plain text
 ``"failed"`` (with ``failure`` saying why, and ``failure_type`` classifying it: the class name
 of the error that ended the run, such as ``RateLimited`` or ``WorkerCrashed``, or one of
 :data:`LOOP_FAILURES` when the loop itself gave up). Every event names the Event Log ``seq`` it
-was written at: the loop appends to the log before it yields.
+was written at: the loop appends to the log before it yields. The one exception is
+:class:`TextDelta`, yielded only by a loop that streams: a preview of the model's answer while it
+arrives, which the log records whole, as the :class:`ModelStep` that follows.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "RunFinished",
     "RunMetrics",
     "RunStarted",
+    "TextDelta",
     "ToolStep",
 ]
 
@@ -77,6 +80,15 @@ class ContextEvicted:
 
 
 @dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the model's answer as it streams in (no log row: the ModelStep has it all)."""
+
+    step_index: int
+    text: str
+    reasoning: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ModelStep:
     """The model answered. ``text`` is what a user may see (the headline line stripped)."""
 
@@ -122,4 +134,4 @@ class RunFinished:
         return self.status != "failed"
 
 
-AgentEvent = RunStarted | ContextEvicted | ModelStep | ToolStep | RunFinished
+AgentEvent = RunStarted | ContextEvicted | TextDelta | ModelStep | ToolStep | RunFinished

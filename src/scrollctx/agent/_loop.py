@@ -7,12 +7,14 @@ appended. A model without tool calls gets the code of its fenced blocks run as a
 
 Invariants:
 
-- Every event is appended to the Event Log before it is yielded; every model call is a
-  ``model_turn`` event carrying ``metadata.model_call`` (model, usage, latency, and what the
-  view cannot rebuild by itself: the call's digest, context tokens and budget), every action a
-  ``tool_result`` event (recall observations with ``searchable=False``). Before a run's first
-  response, its system prompt is logged (a ``system`` event with ``metadata.prompt``), so what
-  the model received on any call can be rebuilt from the log (:mod:`scrollctx.agent._calls`).
+- Every event is appended to the Event Log before it is yielded (but the :class:`TextDelta`
+  previews of a streaming loop: their text is appended whole, as the model turn); every model
+  call is a ``model_turn`` event carrying ``metadata.model_call`` (model, usage, latency, and
+  what the view cannot rebuild by itself: the call's digest, context tokens and budget), every
+  action a ``tool_result`` event (recall observations with ``searchable=False``). Before a
+  run's first response, its system prompt is logged (a ``system`` event with
+  ``metadata.prompt``), so what the model received on any call can be rebuilt from the log
+  (:mod:`scrollctx.agent._calls`).
 - A run always ends with exactly one :class:`RunFinished`: an answer (``submit_answer``), a chat
   reply, or an explicit failure (step limit, token budget, provider error after retries, a
   context that cannot fit, a kernel that cannot start), recorded as a ``system`` event with
@@ -38,6 +40,7 @@ from scrollctx.agent._events import (
     RunFinished,
     RunMetrics,
     RunStarted,
+    TextDelta,
     ToolStep,
 )
 from scrollctx.agent._policy import ContextPolicy, PreparedContext
@@ -54,6 +57,7 @@ from scrollctx.agent.backends import (
 )
 from scrollctx.errors import (
     BackendError,
+    BadResponse,
     ContextOverflow,
     ContextTooLong,
     KernelError,
@@ -122,6 +126,8 @@ class AgentLoop:
         for event in loop.iter_run("How many tasks did I log?"):
             print(event)
 
+    ``stream``: ask a backend that can stream for the answer piece by piece and yield each as
+    a :class:`TextDelta` (a chat shows the reply while it is written).
     ``text_is_reply`` (chat): a response with no action is the reply that ends the run; else
     the model is nudged to act or submit. ``options`` are per-call backend options; ``prompts``
     the prompt files (the nudge text; default the package's).
@@ -147,6 +153,7 @@ class AgentLoop:
         prompts: PromptSet | None = None,
         events_in_task: bool = True,
         searchable: bool = True,
+        stream: bool = False,
     ) -> None:
         self.backend, self.policy, self.toolset, self.context = backend, policy, toolset, context
         self.prompts = prompts
@@ -156,6 +163,7 @@ class AgentLoop:
         self.options = dict(options or {})
         self.events_in_task = events_in_task
         self.searchable = searchable
+        self.stream = stream
         self.log = context.log
 
     @property
@@ -257,7 +265,7 @@ class AgentLoop:
         self, run: _Run, step: int, prepared: PreparedContext
     ) -> Generator[AgentEvent, None, tuple[Completion, PreparedContext]]:
         try:
-            return self.backend.complete(self._request(prepared)), prepared
+            return (yield from self._complete(step, prepared)), prepared
         except ContextTooLong as exc:
             self._system(
                 run,
@@ -268,7 +276,27 @@ class AgentLoop:
             )
         shrunk = self.policy.prepare(self.context.digest, shrink=True)
         yield _evicted(step, shrunk)
-        return self.backend.complete(self._request(shrunk)), shrunk
+        return (yield from self._complete(step, shrunk)), shrunk
+
+    def _complete(
+        self, step: int, prepared: PreparedContext
+    ) -> Generator[AgentEvent, None, Completion]:
+        """Call the model once; when streaming, yield its text as it arrives."""
+        request = self._request(prepared)
+        if not (self.stream and self.backend.can_stream):
+            return self.backend.complete(request)
+        completion: Completion | None = None
+        for piece in self.backend.stream(request):
+            if isinstance(piece, Completion):
+                completion = piece
+            elif piece.text or piece.reasoning:
+                yield TextDelta(step, piece.text, piece.reasoning)
+        if completion is None:
+            raise BadResponse(
+                f"{self.backend.name} ended its stream without a completion",
+                backend=self.backend.name,
+            )
+        return completion
 
     def _request(self, prepared: PreparedContext) -> ChatRequest:
         tools = self.toolset.specs() if self.backend.supports_tools else []

@@ -20,7 +20,8 @@ directly; ``expose="both"`` does both. Arguments and results must be JSON-able.
 Invariant: ``submit_answer`` ends a run by raising :class:`AnswerSubmitted`, which derives from
 ``BaseException`` so that no ``except Exception`` in tool code can swallow it; only the loop
 catches it. Inside a cell, ``submit_answer`` is a bridged function that records the answer on
-the host; the loop raises the signal after the cell returns.
+the host; the loop raises the signal after the cell returns. The first answer a cell submits is
+the answer (a later call returns a notice and changes nothing).
 """
 
 from __future__ import annotations
@@ -288,6 +289,9 @@ class ToolContext:
         text = str(answer).strip()
         if not text:
             raise ValueError("the answer is empty; pass a non-empty answer")
+        if self.submitted is not None:
+            # The first answer stands, as with submit_answer tool calls: later ones are not run.
+            return "not recorded: an answer was already submitted in this cell"
         self.submitted = text
         return "answer recorded"
 

@@ -16,7 +16,6 @@ configure one).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,14 +27,12 @@ from scrollctx.agent import (
     RUBRICS,
     Agent,
     AgentEvent,
-    ContextEvicted,
-    ModelStep,
+    ChatSession,
     RunFinished,
-    RunStarted,
-    ToolStep,
 )
-from scrollctx.cli._app import echo, emit, json_option, store_option, terminal_safe, warn
+from scrollctx.cli._app import echo, emit, json_option, store_option
 from scrollctx.cli._models import ModelCall, model_options
+from scrollctx.cli._progress import StepView
 from scrollctx.config import Config
 from scrollctx.kernel import PROFILES
 
@@ -73,73 +70,16 @@ def _settings(max_steps: int, max_run_tokens: int | None, sandbox: str) -> dict[
     return {"max_steps": max_steps, "max_run_tokens": max_run_tokens, "sandbox": sandbox}
 
 
-class _StepView:
-    """Shows a run's events on stderr: rich on a terminal, plain lines otherwise."""
-
-    def __init__(self) -> None:
-        self.console: Any = None
-        if sys.stderr.isatty():
-            from rich.console import Console
-
-            self.console = Console(stderr=True, highlight=False)
-
-    def line(self, text: str, style: str = "") -> None:
-        if self.console is not None:
-            # Observations and model text are untrusted: no raw escape sequences on a terminal.
-            text = terminal_safe(text, is_terminal=True)
-            self.console.print(text, style=style or None, markup=False)
-        else:
-            warn(text)
-
-    def show(self, event: AgentEvent) -> None:
-        if isinstance(event, RunStarted):
-            self.line(f"run {event.run_id} | {event.model} | session {event.session_id}", "bold")
-        elif isinstance(event, ContextEvicted):
-            self.line(
-                f"  context: {event.tokens_before} -> {event.tokens_after} tokens "
-                f"({event.evicted_turns} turns evicted)",
-                "dim",
-            )
-        elif isinstance(event, ModelStep):
-            self._model(event)
-        elif isinstance(event, ToolStep):
-            lines = [
-                line
-                for line in event.observation.strip().splitlines()
-                if line.strip() not in ("", "stdout:", "stderr:")
-            ]
-            more = len(lines) - 1
-            text = (lines[0] if lines else "")[:_SHOWN] + (f" (+{more} lines)" if more > 0 else "")
-            self.line(f"  <- {text}", "green" if event.ok else "red")
-        elif isinstance(event, RunFinished):
-            self._finished(event)
-
-    def _model(self, event: ModelStep) -> None:
-        said = event.headline or (event.text.splitlines()[0] if event.text else "")
-        self.line(f"step {event.step_index}: {said[:_SHOWN]}", "cyan")
-        for call in event.tool_calls:
-            args = json.dumps(dict(call.arguments), ensure_ascii=False)
-            self.line(f"  -> {call.name}({args[:_SHOWN]})")
-
-    def _finished(self, event: RunFinished) -> None:
-        if event.failure:
-            self.line(f"failed: {event.failure}", "bold red")
-        metrics = event.metrics
-        self.line(
-            f"{event.status}: {metrics.step_count} steps, {metrics.tokens_in} tokens in, "
-            f"{metrics.tokens_out} out, {metrics.wall_time_s:.1f} s",
-            "bold",
-        )
-        if event.trace_path is not None:
-            self.line(f"trace: {event.trace_path}")
-
-
-def _drive(events: Iterator[AgentEvent], view: _StepView) -> RunFinished:
+def _drive(events: Iterator[AgentEvent], view: StepView) -> RunFinished:
     finished: RunFinished | None = None
-    for event in events:
-        view.show(event)
-        if isinstance(event, RunFinished):
-            finished = event
+    try:
+        for event in events:
+            view.show(event)
+            if isinstance(event, RunFinished):
+                finished = event
+    except KeyboardInterrupt:
+        view.line("interrupted: the run is recorded as failed (interrupted) in the log", "bold")
+        raise
     if finished is None:
         raise click.ClickException("the run ended without a result")
     return finished
@@ -191,8 +131,11 @@ def run_command(
     Example: scroll run "count the lines of every .csv file" --workspace ./data --model local
     """
     settings = _settings(max_steps, max_run_tokens, sandbox)
-    with _open_agent(config, model_call, workspace=workspace, **settings) as agent:
-        finished = _drive(agent.iter_run(task), _StepView())
+    with (
+        _open_agent(config, model_call, workspace=workspace, **settings) as agent,
+        StepView() as view,
+    ):
+        finished = _drive(agent.iter_run(task), view)
     return _result(finished, json_)
 
 
@@ -220,9 +163,9 @@ def ask_command(
     Example: scroll ask --store .scroll "What is my sprint target?" --task beam/100K/1 --rubric beam
     """
     settings = _settings(max_steps, max_run_tokens, sandbox)
-    with _open_agent(config, model_call, **settings) as agent:
+    with _open_agent(config, model_call, **settings) as agent, StepView() as view:
         events = agent.iter_ask(question, task_id=task_id, rubric=rubric)
-        finished = _drive(events, _StepView())
+        finished = _drive(events, view)
     return _result(finished, json_)
 
 
@@ -246,20 +189,38 @@ def chat_command(
     Example: scroll chat --model openai:gpt-4o-mini   (later: scroll chat, to continue)
     """
     settings = _settings(max_steps, max_run_tokens, sandbox)
-    view = _StepView()
-    agent = _open_agent(config, model_call, **settings)
-    with agent, agent.chat(session_id, new=new) as chat:
-        view.line(f"chat session {chat.session_id} (continue it with: scroll chat --session "
-                  f"{chat.session_id}); /exit to leave")  # fmt: skip
-        for message in _messages():
-            finished = _drive(chat.iter_send(message), view)
-            _echo_answer(finished.answer if finished.answer is not None else "")
+    agent = _open_agent(config, model_call, stream=True, **settings)
+    with agent, agent.chat(session_id, new=new) as chat, StepView(quiet=True) as view:
+        view.line(_banner(chat))
+        try:
+            for message in _messages(view):
+                finished = _drive(chat.iter_send(message), view)
+                if finished.answer is not None:
+                    _echo_answer(finished.answer)
+        except KeyboardInterrupt:
+            view.line(f"chat session {chat.session_id} is saved; continue it with: {_resume(chat)}")
+            raise
     return 0
 
 
-def _messages() -> Iterator[str]:
+def _resume(chat: ChatSession) -> str:
+    return f"scroll chat --session {chat.session_id}"
+
+
+def _banner(chat: ChatSession) -> str:
+    if chat.is_new:
+        return f"new chat session {chat.session_id}; /exit to leave (later: {_resume(chat)})"
+    answered = f"{chat.earlier_runs} earlier message{'s' if chat.earlier_runs > 1 else ''}"
+    return (
+        f"continuing chat session {chat.session_id} ({answered}); /exit to leave, "
+        "scroll chat --new to start over"
+    )
+
+
+def _messages(view: StepView) -> Iterator[str]:
     interactive = sys.stdin.isatty()
     while True:
+        view.idle()
         if interactive:
             echo("you> ", err=True, nl=False)
         line = sys.stdin.readline()

@@ -7,16 +7,16 @@ matplotlib) is imported inside each command.
 
 from __future__ import annotations
 
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
-from scrollctx.cli._app import emit, json_option, warn
+from scrollctx.cli._app import emit, json_option
 from scrollctx.cli._data import data_root
 from scrollctx.cli._models import ModelCall, model_options
+from scrollctx.cli._progress import BenchView
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import UsageError
 
@@ -231,21 +231,23 @@ def run(
         prompts=agent_prompts,
     )
     results = ResultFile(out_path)
-    progress = _progress if sys.stderr.isatty() else None
     summaries = []
-    for name in names:
-        system = get_system(name, settings, work)
-        summary = run_questions(
-            questions,
-            system,
-            results,
-            judge=judge,
-            size=tier,
-            workers=workers,
-            keep_stores=keep_stores,
-            progress=progress,
-        )
-        summaries.append({**summary.to_dict(), "out": str(out_path)})
+    with BenchView() as view:
+        for name in names:
+            system = get_system(name, settings, work)
+            finished = results.finished()
+            view.start(name, len(questions), sum((name, q.qid) in finished for q in questions))
+            summary = run_questions(
+                questions,
+                system,
+                results,
+                judge=judge,
+                size=tier,
+                workers=workers,
+                keep_stores=keep_stores,
+                progress=view.record if view.is_terminal else None,
+            )
+            summaries.append({**summary.to_dict(), "out": str(out_path)})
     emit(summaries, as_json=json_, human=_render_runs)
 
 
@@ -296,12 +298,6 @@ def _questions(
                 f"{_LME_FILES[tier]} and pass --file PATH"
             )
     return longmemeval_questions(path, work, categories=wanted, limit=limit)
-
-
-def _progress(record: dict[str, Any]) -> None:
-    scores = " ".join(f"{k}={v:.2f}" for k, v in (record.get("scores") or {}).items())
-    tail = record.get("error") or scores or record.get("status")
-    warn(f"{record['system']} {record['qid']}: {record['status']} {tail}")
 
 
 def _render_runs(summaries: list[dict[str, Any]]) -> str:

@@ -20,7 +20,7 @@ from ._registry import (
     resolve_model,
     unregister,
 )
-from ._retry import RetryPolicy, call_with_retries
+from ._retry import RETRY_LOGGER, RetryPolicy, call_with_retries
 from ._secrets import REDACTED, redact
 from ._settings import Endpoint, EndpointSource, resolve_cache_dir, resolve_endpoint
 from ._types import (
@@ -45,6 +45,7 @@ __all__ = [
     "EndpointSource",
     "Message",
     "REDACTED",
+    "RETRY_LOGGER",
     "RetryPolicy",
     "ToolCall",
     "ToolSpec",
