@@ -17,10 +17,12 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     ├── KernelError                  exit 1   the sandboxed worker
     │   ├── SandboxUnavailable       exit 2   a required sandbox layer does not hold here
     │   ├── CellTimeout              exit 1
+    │   ├── CellFailed               exit 1   a cell raised (scroll exec; the agent observes it)
     │   ├── WorkerCrashed            exit 1
     │   ├── ProtocolError            exit 1   the worker sent a frame the host rejects
     │   └── SessionLimit             exit 1   a front door has no room for one more kernel
     ├── ContextOverflow              exit 1   the protected part of the view exceeds the window
+    ├── RunIncomplete                exit 1   some questions of a bench run ended in error
     ├── BackendError                 exit 1   an LLM provider
     │   ├── MissingCredentials       exit 2
     │   ├── RateLimited              exit 1
@@ -40,6 +42,7 @@ __all__ = [
     "BackendError",
     "BackendUnavailable",
     "BadResponse",
+    "CellFailed",
     "CellTimeout",
     "ConfigError",
     "ContextOverflow",
@@ -53,6 +56,7 @@ __all__ = [
     "ProtocolError",
     "QueryError",
     "RateLimited",
+    "RunIncomplete",
     "RequestRejected",
     "SandboxUnavailable",
     "ScrollError",
@@ -166,6 +170,10 @@ class CellTimeout(KernelError):
     """A cell ran past its deadline."""
 
 
+class CellFailed(KernelError):
+    """A cell ran and raised. For the agent this is an observation; ``scroll exec`` exits 1."""
+
+
 class WorkerCrashed(KernelError):
     """The worker process died."""
 
@@ -185,6 +193,15 @@ class ContextOverflow(ScrollError):
         super().__init__(message)
         self.tokens = tokens
         self.budget = budget
+
+
+class RunIncomplete(ScrollError):
+    """A batch finished, but some of its items ended in error (rerunning retries them)."""
+
+    def __init__(self, message: str, *, errors: int, total: int) -> None:
+        super().__init__(message)
+        self.errors = errors
+        self.total = total
 
 
 class BackendError(ScrollError):

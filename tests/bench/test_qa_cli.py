@@ -222,3 +222,34 @@ def test_the_cli_offers_exactly_the_systems_the_bench_layer_runs() -> None:
     from scrollctx.cli._bench_qa import _SYSTEM_NAMES
 
     assert _SYSTEM_NAMES == QA_SYSTEMS
+
+
+def test_a_run_with_error_records_exits_1_with_the_count_and_the_first_error(
+    endpoint: ScriptedModelServer,
+    shared_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def refuse(_request: RecordedRequest) -> ScriptedReply:
+        error = {"message": "'max_tokens' must be at most 2048", "type": "invalid_request_error"}
+        return ScriptedReply(status=400, body={"error": error})
+
+    endpoint.respond = refuse
+    out = tmp_path / "r.jsonl"
+    args = ["bench", "run", "--benchmark", "locomo", "--limit", "2", "--model", "openai:agent",
+            "--data", str(shared_data), "--out", str(out), "--json"]  # fmt: skip
+
+    assert scroll(args) == 1
+    captured = capsys.readouterr()
+    [summary] = json.loads(captured.out)  # the summary is still printed, as data
+    assert summary["statuses"] == {"error": 2}
+    assert summary["first_error"].startswith("RequestRejected: the openai server rejected")
+    error = json.loads(captured.err)["error"]
+    assert error["type"] == "RunIncomplete"
+    assert error["message"].startswith("2 of 2 questions ended in error; the first: ")
+    assert "'max_tokens' must be at most 2048" in error["message"]
+    assert len(endpoint.requests) == 2  # a rejected request is not retried
+
+    endpoint.respond = beam_model  # the same command again retries them, now successfully
+    assert scroll(args) == 0
+    assert [s["statuses"] for s in json.loads(capsys.readouterr().out)] == [{"scored": 2}]

@@ -165,3 +165,19 @@ def test_report_refuses_empty_input(tmp_path: Path) -> None:
         write_report([empty], tmp_path / "out")
     with pytest.raises(UsageError, match="no result files"):
         write_report([], tmp_path / "out")
+
+
+def test_a_system_whose_questions_all_errored_plots_no_cost() -> None:
+    # An error record (the model was never reached) carries zero costs: a box plot of them
+    # drew a point at 0 for a system that ran no task.
+    records = [_record("scroll", "c1#0", "summarization", 1.0)]
+    records += [
+        _record("summary", f"c1#{i}", "summarization", None, status="error", tokens_in=0,
+                tokens_out=0, turns=0)
+        for i in range(2)
+    ]  # fmt: skip
+
+    (section,) = build_sections(records)
+
+    assert section.values["tokens_in"] == {"scroll": [1000.0], "summary": []}
+    assert {row.system: row.tasks for row in section.cost} == {"scroll": 1, "summary": 0}

@@ -107,3 +107,12 @@ def test_the_agent_step_view_never_writes_raw_escapes_to_a_terminal() -> None:
     )
     assert "\x1b]0;owned" not in screen.getvalue()
     assert "\\x1b]0;owned\\x07title" in screen.getvalue()
+
+
+def test_bare_scroll_prints_its_help_and_succeeds(capsys: pytest.CaptureFixture[str]) -> None:
+    from scrollctx.cli import run
+
+    assert run([]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.startswith("Usage: scroll") and "Commands:" in captured.out
+    assert captured.err == ""

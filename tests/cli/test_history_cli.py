@@ -254,3 +254,35 @@ def test_the_sql_row_cap_note_reaches_a_kernel_cell_observation(
     out = capsys.readouterr().out
     assert "1000 True" in out
     assert "[note] sql_query hit the 1000-row cap" in out
+
+
+def test_broadened_rows_are_explained(store: Path, capsys: Capture) -> None:
+    assert run(["search", "route tolls", "--store", str(store)]) == 0
+    captured = capsys.readouterr()
+    assert "(broadened)" in captured.out
+    assert captured.err.splitlines() == [
+        "[note] fewer than 10 rows contain every word of 'route tolls'; the rows marked "
+        "(broadened) contain only some of them"
+    ]
+    assert run(["search", "tolls", "--store", str(store)]) == 0
+    assert capsys.readouterr().err == ""  # every row has the word: nothing to explain
+
+
+def test_search_json_carries_whole_content_not_a_kernel_hint(
+    store_dir: Path, capsys: Capture
+) -> None:
+    long_text = "tolls " + "word " * 400
+    with EventLog.open(store_dir / "history.db") as log:
+        log.append(NewEvent(session_id="s", kind="conversation", role="user", content=long_text))
+
+    assert run(["search", "tolls", "--json", "--store", str(store_dir)]) == 0
+    (hit,) = _json(capsys)  # type: ignore[misc]
+    assert hit["content"] == long_text and "ms.expand" not in hit["content"]
+
+
+def test_sql_says_a_misspelled_statement_is_not_a_write(store: Path, capsys: Capture) -> None:
+    assert run(["sql", "SELEC 1", "--store", str(store)]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean SELECT?" in err and "read-only" not in err
+    assert run(["sql", "SELECT * FROM events", "--store", str(store)]) == 2
+    assert "the events are in hist.conversation_history" in capsys.readouterr().err

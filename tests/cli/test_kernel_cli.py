@@ -40,9 +40,11 @@ def test_exec_file_and_stdin(
     assert run(["exec", "--file", str(cell), "--store", str(store)]) == 0
     assert capsys.readouterr().out == "stdout:\n60\n"
     monkeypatch.setattr(sys, "stdin", io.StringIO("1/0\n"))
-    assert run(["exec", "-", "--store", str(store)]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("error: Traceback") and out.rstrip().endswith("division by zero")
+    assert run(["exec", "-", "--store", str(store)]) == 1  # the cell raised
+    captured = capsys.readouterr()
+    assert captured.out.startswith("error: Traceback")
+    assert captured.out.rstrip().endswith("division by zero")
+    assert captured.err == "Error: the cell raised ZeroDivisionError: division by zero\n"
 
 
 def test_exec_refused_without_a_layer_exits_2_and_names_the_opt_out(
@@ -80,6 +82,39 @@ def test_exec_bad_input_is_a_one_line_error(store: Path, tmp_path: Path, capsys:
     assert run(["exec", "1", "--store", str(tmp_path / "nowhere")]) == 1
     assert "no store at" in capsys.readouterr().err
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_exec_json_is_one_document_and_a_raising_cell_exits_1(store: Path, capsys: Capture) -> None:
+    assert run(["exec", "--json", "n = 6 * 7\nprint(n)", "--store", str(store)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["ok"], document["stdout"], document["error"]) == (True, "42\n", None)
+    assert document["observation"] == "stdout:\n42"
+    assert document["digest"] == [{"name": "n", "type": "int", "summary": "= 42"}]
+
+    assert run(["exec", "--json", "1/0", "--store", str(store)]) == 1
+    captured = capsys.readouterr()
+    failed = json.loads(captured.out)
+    assert failed["ok"] is False and failed["error"].rstrip().endswith("division by zero")
+    assert json.loads(captured.err) == {
+        "error": {
+            "type": "CellFailed",
+            "message": "the cell raised ZeroDivisionError: division by zero",
+        }
+    }
+
+
+def test_exec_of_a_file_name_says_use_file(
+    store: Path, tmp_path: Path, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "cell.py").write_text("print('from the file')\n")
+    monkeypatch.chdir(tmp_path)
+
+    assert run(["exec", "cell.py", "--store", str(store)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "Error: cell.py is a file; to run it as a cell use --file cell.py\n"
+    assert captured.out == ""
+    assert run(["exec", "--file", "cell.py", "--store", str(store)]) == 0
+    assert capsys.readouterr().out == "stdout:\nfrom the file\n"
 
 
 def test_exec_without_code_on_a_terminal_is_a_usage_error(

@@ -78,9 +78,12 @@ def test_view_shows_a_system_prompt_file(store_dir: Path, tmp_path: Path, capsys
 
 
 def test_view_errors_are_one_line(store_dir: Path, capsys: Capture) -> None:
-    assert run(["view", "--store", str(store_dir), "--session", "s1", "--json"]) == 2
+    # no store: the same error (and exit 1) as every other command that reads one
+    assert run(["view", "--store", str(store_dir), "--session", "s1", "--json"]) == 1
     error = json.loads(capsys.readouterr().err)["error"]
-    assert error["type"] == "UsageError" and "no Event Log" in error["message"]
+    assert error["type"] == "StoreError" and "run `scroll ingest FILE" in error["message"]
+    assert run(["search", "x", "--store", str(store_dir), "--json"]) == 1
+    assert json.loads(capsys.readouterr().err)["error"] == error
     assert not (store_dir / "history.db").exists()
     EventLog.open(store_dir / "history.db").close()
     assert run(["view", "--store", str(store_dir), "--session", "nope"]) == 2

@@ -70,7 +70,10 @@ def test_the_byte_budget_cuts_with_a_note(store_path: Path) -> None:
     ("sql", "params", "fragment"),
     [
         ("SELECT * FROM hist.nope", None, "no such table: hist.nope"),
-        ("SELEC 1", None, "read-only"),
+        ("SELEC 1", None, "'SELEC' does not start an SQL statement"),
+        ("SELEC 1", None, "did you mean SELECT?"),
+        ("DELETE FROM hist.conversation_history", None, "read-only"),
+        ("SELECT * FROM events", None, "the events are in hist.conversation_history"),
         ("SELECT ?", (1, 2), "parameters"),
         ("SELECT 1", 5, "params must be"),
         ("", None, "one SQL statement"),

@@ -77,6 +77,8 @@ class RunSummary:
     skipped: int
     statuses: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+    first_error: str | None = None
+    """The ``error`` of the first record that ended in error, if any."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -86,6 +88,7 @@ class RunSummary:
             "skipped": self.skipped,
             "statuses": dict(self.statuses),
             "seconds": round(self.seconds, 2),
+            "first_error": self.first_error,
         }
 
 
@@ -119,8 +122,11 @@ def run_questions(
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="bench")
     try:
         for future in [pool.submit(context.run_one, question) for question in todo]:
-            status = str(future.result()["status"])
+            record = future.result()
+            status = str(record["status"])
             summary.statuses[status] = summary.statuses.get(status, 0) + 1
+            if status == "error" and summary.first_error is None:
+                summary.first_error = str(record.get("error"))
     except BaseException:
         # Ctrl-C or a bug: questions not yet started are dropped, running ones finish and
         # are recorded, so a rerun resumes exactly after them.

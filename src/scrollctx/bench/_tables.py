@@ -135,8 +135,10 @@ def _section(benchmark: str, size: str | None, rows: list[dict[str, Any]]) -> Se
         _fill_accuracy(section, system, mine)
         section.status[system] = _status_counts(mine)
         section.cost.append(_cost_row(system, mine))
-        for name in COST_FIELDS:
-            values = [float(r[name]) for r in mine if isinstance(r.get(name), int | float)]
+        for name in COST_FIELDS:  # a question that ended in error cost nothing worth plotting
+            values = [
+                float(r[name]) for r in _finished(mine) if isinstance(r.get(name), int | float)
+            ]
             section.values.setdefault(name, {})[system] = values
     return section
 
@@ -217,11 +219,16 @@ def _fill_summary(
             _set(section, "J (1-4)", system, _mean(judged), len(judged))
 
 
+def _finished(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records of questions that ran (an ``error`` record's costs are not a task's)."""
+    return [r for r in rows if r.get("status") != "error"]
+
+
 def _cost_row(system: str, rows: list[dict[str, Any]]) -> CostRow:
     median: dict[str, float | None] = {}
     mean: dict[str, float | None] = {}
     total: dict[str, float] = {}
-    finished = [r for r in rows if r.get("status") != "error"]
+    finished = _finished(rows)
     for name in COST_FIELDS:
         values = [float(r[name]) for r in finished if isinstance(r.get(name), int | float)]
         median[name] = statistics.median(values) if values else None

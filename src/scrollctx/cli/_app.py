@@ -72,14 +72,18 @@ def make_group(lazy: Mapping[str, str] | None = None) -> click.Group:
         cls=LazyGroup,
         lazy=lazy,
         context_settings={"help_option_names": ["-h", "--help"]},
+        invoke_without_command=True,
     )
     @click.version_option(package_name="scrollctx", prog_name="scroll")
     @click.option("--debug", is_flag=True, envvar="SCROLL_DEBUG", help="Show tracebacks.")
-    def scroll(debug: bool) -> None:
+    @click.pass_context
+    def scroll(ctx: click.Context, debug: bool) -> None:
         """Scroll: a lossless Event Log, a sandboxed kernel and a bounded working view for agents.
 
         Example: scroll ingest ../shared/data/locomo/locomo10.json && scroll search "adoption"
         """
+        if ctx.invoked_subcommand is None:  # bare `scroll`: the help, and success
+            click.echo(ctx.get_help())
 
     return scroll
 

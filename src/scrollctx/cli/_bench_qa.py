@@ -18,7 +18,7 @@ from scrollctx.cli._data import data_root
 from scrollctx.cli._models import ModelCall, model_options
 from scrollctx.cli._progress import BenchView
 from scrollctx.config import Config, resolve_config
-from scrollctx.errors import UsageError
+from scrollctx.errors import RunIncomplete, UsageError
 
 __all__ = ["report", "run"]
 
@@ -249,6 +249,23 @@ def run(
             )
             summaries.append({**summary.to_dict(), "out": str(out_path)})
     emit(summaries, as_json=json_, human=_render_runs)
+    _fail_on_errors(summaries)
+
+
+def _fail_on_errors(summaries: list[dict[str, Any]]) -> None:
+    """Exit 1 when any question of this invocation ended in error (the summary is printed)."""
+    errored = [s for s in summaries if s["statuses"].get("error")]
+    if not errored:
+        return
+    count = sum(s["statuses"]["error"] for s in errored)
+    total = sum(sum(s["statuses"].values()) for s in summaries)
+    raise RunIncomplete(
+        f"{count} of {total} question{'s' if total > 1 else ''} ended in error; the first: "
+        f"{errored[0]['first_error']}; rerun the same command to retry them (the others are "
+        "kept)",
+        errors=count,
+        total=total,
+    )
 
 
 def _backbone(model_call: ModelCall, config: Config, environ: dict[str, str]) -> str:

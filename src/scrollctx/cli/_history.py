@@ -64,12 +64,20 @@ def search(
     config: Config,
     json_: bool,
 ) -> None:
-    """Search the history (words AND-ed; OR, NOT, "phrase", prefix*; fused with meaning).
+    """Search the history: rows with every word first, then (broadened) rows with some.
+
+    Bare words are AND-ed; when fewer than K rows contain them all, rows that contain only some
+    are added after them, marked (broadened). OR, NOT, "phrase" and prefix* are operators.
 
     Example: scroll search "pamela vendor" --k 5 --kind conversation --mode bm25
     """
     with _surface(config) as ms:
-        rows = ms.search(query, k, kind=kind, session_id=session_id, mode=mode)
+        rows = ms.search(query, k, kind=kind, session_id=session_id, mode=mode, chars=None)
+    if any(row.get("broadened") for row in rows):
+        rows.note(
+            f"fewer than {k} rows contain every word of {query!r}; the rows marked (broadened) "
+            "contain only some of them"
+        )
     _emit_rows(rows, json_, _render_hits)
 
 

@@ -12,7 +12,7 @@ import click
 from scrollctx.cli._app import emit, json_option, store_option
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
-from scrollctx.log import EventLog, EventStore, open_store
+from scrollctx.log import EventLog, EventStore, open_existing_store, open_store
 from scrollctx.view import WorkingView, simulate
 
 __all__ = ["simulate_command", "view_command"]
@@ -56,7 +56,7 @@ def view_command(
     Example: scroll view --store .scroll --session s1 --provider anthropic --json
     """
     system = system_file.read_text(encoding="utf-8") if system_file else ""
-    with _open_existing(config) as log:
+    with open_existing_store(config) as log:
         if not _has_session(log, session_id):
             raise UsageError(f"session {session_id!r} has no events in {config.db_path}")
         view = WorkingView.restore(log, session_id, system, budget_tokens=budget)
@@ -156,12 +156,6 @@ def simulate_command(
         if not explicit:
             data["store"] = None
     emit(data, as_json=json_, human=_human_simulation)
-
-
-def _open_existing(config: Config) -> EventStore:
-    if config.store_url is None and not config.db_path.is_file():
-        raise UsageError(f"no Event Log at {config.db_path}; pass --store with an existing store")
-    return open_store(config)
 
 
 def _has_session(log: EventStore, session_id: str) -> bool:

@@ -15,6 +15,7 @@ Invariants:
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import re
 import sqlite3
@@ -57,6 +58,13 @@ _STORED_AT = "stored_at"
 _READ_STATEMENT = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(\w+)", re.DOTALL)
 _DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the query
 _READ_KEYWORDS = frozenset({"select", "with", "values", "explain", "pragma"})
+_WRITE_KEYWORDS = frozenset(
+    {"insert", "update", "delete", "replace", "upsert", "create", "drop", "alter", "attach",
+     "detach", "vacuum", "reindex", "analyze", "begin", "commit", "end", "rollback",
+     "savepoint", "release"}
+)  # fmt: skip
+_LOG_TABLE = "conversation_history"
+_TABLE = f"hist.{_LOG_TABLE}"
 _PUBLIC = (
     "search", "expand", "sql_query", "sessions", "session", "recall_tool", "index",
     "days_between", "drain_notes", "help",
@@ -493,12 +501,9 @@ class MemorySurface:
         if not isinstance(sql, str) or not sql.strip():
             raise QueryError(f"sql_query needs one SQL statement as a string; got {sql!r}")
         match = _READ_STATEMENT.match(sql)
-        if match is None or match.group(1).lower() not in _READ_KEYWORDS:
-            raise QueryError(
-                "sql_query is read-only: it runs one SELECT / WITH / VALUES / EXPLAIN / read "
-                f"PRAGMA statement; refused: {_clip(sql)}",
-                query=sql,
-            )
+        word = match.group(1) if match else ""
+        if word.lower() not in _READ_KEYWORDS:
+            raise QueryError(_not_a_read(word, sql), query=sql)
         args = _sql_params(params, sql)
         result = ResultRows()
         with self._deadline.running(self._budgets.seconds):
@@ -530,6 +535,8 @@ class MemorySurface:
         hint = ""
         if "not authorized" in str(exc) or "readonly" in str(exc):
             hint = " -- ms is read-only: writes, DDL, ATTACH/DETACH and writing pragmas are refused"
+        elif "no such table" in str(exc):
+            hint = f" -- the events are in {_TABLE} (columns: PRAGMA hist.table_info({_LOG_TABLE}))"
         raise QueryError(f"query failed: {exc}{hint}; query: {_clip(sql)}", query=sql) from exc
 
     def _time_note(self, what: str) -> str:
@@ -537,6 +544,17 @@ class MemorySurface:
             f"{what} ran past the {self._budgets.seconds:g}s time budget and was stopped; the "
             "result is partial -- narrow with WHERE / LIMIT or fewer terms"
         )
+
+
+def _not_a_read(word: str, sql: str) -> str:
+    """Why ``sql`` is refused: a write (say so), or not a statement we know (suggest one)."""
+    runs = "it runs one SELECT / WITH / VALUES / EXPLAIN / read PRAGMA statement"
+    if word.lower() in _WRITE_KEYWORDS:
+        return f"sql_query is read-only: {runs}; refused: {_clip(sql)}"
+    close = difflib.get_close_matches(word.upper(), [k.upper() for k in _READ_KEYWORDS], n=1)
+    guess = f" -- did you mean {close[0]}?" if close else ""
+    start = f"{word!r} does not start" if word else "nothing starts"
+    return f"{start} an SQL statement sql_query can run{guess} ({runs}): {_clip(sql)}"
 
 
 def _has_fts5(conn: sqlite3.Connection) -> bool:
