@@ -23,6 +23,7 @@ must act; ``exit_code`` says how the ``scroll`` command ends when the error reac
     │   └── SessionLimit             exit 1   a front door has no room for one more kernel
     ├── ContextOverflow              exit 1   the protected part of the view exceeds the window
     ├── RunIncomplete                exit 1   some questions of a bench run ended in error
+    ├── ToolServerError              exit 1   an MCP server whose tools the agent calls failed
     ├── BackendError                 exit 1   an LLM provider
     │   ├── MissingCredentials       exit 2
     │   ├── RateLimited              exit 1
@@ -64,6 +65,7 @@ __all__ = [
     "StoreAccessDenied",
     "StoreError",
     "StoreUnavailable",
+    "ToolServerError",
     "UnknownSession",
     "UsageError",
     "WorkerCrashed",
@@ -202,6 +204,20 @@ class RunIncomplete(ScrollError):
         super().__init__(message)
         self.errors = errors
         self.total = total
+
+
+class ToolServerError(ScrollError):
+    """An MCP server whose tools the agent calls failed to start, died, stopped answering, or
+    answered a call with an error.
+
+    ``server`` names it; ``gone`` is True when the server is no longer usable (its tools are
+    withdrawn), False when only this call failed.
+    """
+
+    def __init__(self, message: str, *, server: str, gone: bool) -> None:
+        super().__init__(message)
+        self.server = server
+        self.gone = gone
 
 
 class BackendError(ScrollError):

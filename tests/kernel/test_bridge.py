@@ -10,7 +10,7 @@ from kernel_helpers import Session
 
 from scrollctx.errors import UsageError
 from scrollctx.kernel import Kernel, describe_tool
-from scrollctx.log import Kind
+from scrollctx.log import EventLog, Kind
 
 _WORKER = "import gc\nworker = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
 
@@ -96,3 +96,32 @@ def test_tool_declarations_are_checked() -> None:
         describe_tool(lambda: None, "not valid")
     with pytest.raises(UsageError, match="unique"):
         Kernel(tools=[len, len])
+
+
+def test_dotted_tools_are_grouped_under_one_kernel_name(tmp_path: Path) -> None:
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    def negate(x: int) -> int:
+        """Negate a number."""
+        return -x
+
+    with EventLog.open(tmp_path / "store" / "history.db") as log:
+        tools = {"calc.add": add, "calc.negate": negate}
+        with Kernel(event_log=log, session_id="g", scratch=tmp_path / "s", tools=tools) as kernel:
+            result = kernel.run_cell("print(calc.add(a=2, b=3), calc.negate(x=4))\nhelp(calc.add)")
+            assert result.stdout.startswith("5 -4\n") and "add(a: int, b: int) -> int" in (
+                result.stdout
+            )
+            assert "<tools calc: add, negate;" in kernel.run_cell("print(repr(calc))").stdout
+            assert kernel.run_cell("print(calc.nope)").error is not None
+            assert not [d for d in result.digest if d.name == "calc"]  # the kernel's, not a var
+        calls = [e for e in log.session_events("g") if e.kind == Kind.TOOL_CALL]
+        assert [c.name for c in calls] == ["calc.add", "calc.negate"]
+    with pytest.raises(UsageError, match="both a tool and a group"):
+        Kernel(tools={"calc": add, "calc.add": add})
+    with pytest.raises(UsageError, match="GROUP.NAME"):
+        describe_tool(add, "a.b.c")
+    with pytest.raises(UsageError, match="reserved"):
+        describe_tool(add, "ms.add")

@@ -27,6 +27,7 @@ from scrollctx.agent._events import (
     ToolStep,
 )
 from scrollctx.agent._loop import AgentLoop, Limits
+from scrollctx.agent._mcp_spec import McpServerSpec
 from scrollctx.agent._policy import (
     ContextPolicy,
     PolicyFactory,
@@ -87,6 +88,7 @@ __all__ = [
     "ContextPolicy",
     "Delta",
     "Limits",
+    "McpServerSpec",
     "Message",
     "ModelCall",
     "ModelStep",

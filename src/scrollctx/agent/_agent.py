@@ -42,18 +42,22 @@ import importlib.util
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrollctx.agent._events import AgentEvent, RunFinished
 from scrollctx.agent._loop import AgentLoop, Limits, new_id
+from scrollctx.agent._mcp_spec import McpServerSpec, mcp_prompt_line, mcp_specs
 from scrollctx.agent._policy import ContextPolicy, PolicyFactory, PolicyRequest, ScrollPolicy
 from scrollctx.agent._prompts import PromptSet, build_system_prompt, render_index_header
 from scrollctx.agent._tools import Expose, ToolContext, Toolset, UserTool, scroll_toolset, tool
 from scrollctx.agent.backends import Backend, resolve_model
 from scrollctx.config import Config, resolve_config
-from scrollctx.errors import ConfigError, UsageError
+from scrollctx.errors import ConfigError, MissingDependency, UsageError
 from scrollctx.log import open_store
 from scrollctx.view import carried_index, carried_task_ids
+
+if TYPE_CHECKING:
+    from scrollctx.agent._mcp import McpHub
 
 __all__ = ["NO_MODEL_HELP", "Agent", "ChatSession", "choose_model"]
 
@@ -183,6 +187,10 @@ class Agent:
         prompts: a :class:`PromptSet` or a folder of prompt files replacing the package's
             (``system.md``, ``rules.md``, rubrics...; checked here, before any run).
         environ: the environment to read (default ``os.environ``).
+        mcp: MCP servers whose tools cells call as ``NAME.tool(...)``: specs, or
+            ``"NAME=COMMAND ARGS"`` / ``"NAME=URL"`` strings; added to the store's
+            ``[mcp.servers.NAME]`` tables (a string with a configured name replaces it). They
+            start with each session and stop with it (needs the ``mcp`` extra).
     """
 
     def __init__(
@@ -208,6 +216,7 @@ class Agent:
         prompts: PromptSet | str | os.PathLike[str] | None = None,
         environ: Mapping[str, str] | None = None,
         agent_id: str = "scroll",
+        mcp: Iterable[McpServerSpec | str] = (),
     ) -> None:
         env = os.environ if environ is None else environ
         self.prompts = prompts if isinstance(prompts, PromptSet) else PromptSet.load(prompts)
@@ -234,6 +243,11 @@ class Agent:
         self._policy_factory = policy or _scroll_policy(rho, k, self.shows_index)
         self._user_tools: list[UserTool] = [
             t if isinstance(t, UserTool) else tool(t) for t in tools
+        ]
+        given = list(mcp)
+        flags = [s for s in given if isinstance(s, str)]
+        self.mcp_servers = mcp_specs(flags, self.config.settings, environ=env) + [
+            s for s in given if isinstance(s, McpServerSpec)
         ]
 
     def _settle(
@@ -343,12 +357,48 @@ class Agent:
         reply: bool = False,
         carried: Mapping[str, Any] | None = None,
     ) -> AgentLoop:
+        hub = self._start_mcp()
+        try:
+            return self._assemble(mode, session_id, task_id, scratch, rubric, reply, carried, hub)
+        except BaseException:
+            if hub is not None:
+                hub.close()
+            raise
+
+    def _start_mcp(self) -> McpHub | None:
+        if not self.mcp_servers:
+            return None
+        try:
+            from scrollctx.agent._mcp import McpHub
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types", "httpx2"):
+                raise
+            raise MissingDependency("the mcp SDK (for MCP servers' tools)", "mcp") from exc
+        hub = McpHub(self.mcp_servers)
+        hub.start()
+        return hub
+
+    def _assemble(
+        self,
+        mode: str,
+        session_id: str,
+        task_id: str | None,
+        scratch: Path,
+        rubric: str | None,
+        reply: bool,
+        carried: Mapping[str, Any] | None,
+        hub: McpHub | None,
+    ) -> AgentLoop:
         toolset = self._toolset_factory(tuple(self._user_tools))
+        function_lines = toolset.function_lines()
+        if hub is not None:
+            toolset = Toolset((*toolset.tools, *hub.json_tools()), toolset.kernel_functions)
+            function_lines.append(mcp_prompt_line(list(hub.servers)))
         capabilities = toolset.capabilities(index=self.shows_index)
         prompt = build_system_prompt(
             mode,
             tool_lines=toolset.prompt_lines(),
-            function_lines=toolset.function_lines(),
+            function_lines=function_lines,
             rubric=rubric,
             workspace=str(scratch) if mode == "run" else None,
             task_id=task_id,
@@ -374,6 +424,7 @@ class Agent:
             sandbox=self.sandbox,
             kernel_functions=toolset.kernel_functions,
             cell_timeout=self.cell_timeout,
+            mcp=hub,
         )
         return AgentLoop(
             backend=self.backend,

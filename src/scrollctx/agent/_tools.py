@@ -32,7 +32,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from scrollctx.agent._prompts import Capabilities, describe_function, tool_description
 from scrollctx.agent.backends import ToolSpec
@@ -40,6 +40,9 @@ from scrollctx.errors import MissingDependency, QueryError, UsageError
 from scrollctx.kernel import CellResult, Kernel, describe_tool, render_digest, render_observation
 from scrollctx.log import EventStore
 from scrollctx.surface import MemorySurface, format_notes, open_surface
+
+if TYPE_CHECKING:
+    from scrollctx.agent._mcp import McpHub
 
 __all__ = [
     "AgentTool",
@@ -156,9 +159,17 @@ def tool(
     return wrap(func) if func is not None else wrap
 
 
+def _always() -> bool:
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class AgentTool:
-    """A tool the model may call; ``searchable`` says whether its observations enter search."""
+    """A tool the model may call; ``searchable`` says whether its observations enter search.
+
+    ``available`` is asked before each request: a tool whose provider went away (an MCP server
+    that died) leaves the request's tool list.
+    """
 
     name: str
     description: str
@@ -166,6 +177,7 @@ class AgentTool:
     run: Callable[[Mapping[str, Any], ToolContext], Observation]
     searchable: bool = True
     runs_code: bool = False
+    available: Callable[[], bool] = _always
 
     def spec(self) -> ToolSpec:
         """Return the provider-neutral tool description."""
@@ -190,8 +202,8 @@ class Toolset:
         return next((t for t in self.tools if t.name == name), None)
 
     def specs(self) -> list[ToolSpec]:
-        """The tool descriptions sent to the model."""
-        return [t.spec() for t in self.tools]
+        """The tool descriptions sent to the model (the available tools)."""
+        return [t.spec() for t in self.tools if t.available()]
 
     @property
     def code_tool(self) -> AgentTool | None:
@@ -199,8 +211,10 @@ class Toolset:
         return self.get("repl_exec") or self.get("recall_history_python")
 
     def prompt_lines(self) -> list[str]:
-        """One line per tool for the system prompt."""
-        return [f"- `{t.name}`: {t.description.splitlines()[0]}" for t in self.tools]
+        """One line per tool for the system prompt, which is fixed for a session: tools that
+        may go away (their ``available`` can change) appear only in each request's tool list."""
+        listed = [t for t in self.tools if t.available is _always]
+        return [f"- `{t.name}`: {t.description.splitlines()[0]}" for t in listed]
 
     def function_lines(self) -> list[str]:
         """One line per kernel function for the system prompt."""
@@ -229,12 +243,15 @@ class ToolContext:
         sandbox: str = "strict",
         kernel_functions: Sequence[UserTool] = (),
         cell_timeout: float = 60.0,
+        mcp: McpHub | None = None,
     ) -> None:
         self.log = log
         self.session_id, self.task_id, self.agent_id = session_id, task_id, agent_id
         self.scratch, self.sandbox, self.cell_timeout = scratch, sandbox, cell_timeout
         self.kernel_functions = tuple(kernel_functions)
-        self.digest = ""
+        self.mcp = mcp
+        """The session's MCP servers (their tools are bridged into the kernel); closed here."""
+        self.cell_digest = ""
         self.submitted: str | None = None
         self._kernel: Kernel | None = None
         self._surface: MemorySurface | None = None
@@ -247,6 +264,8 @@ class ToolContext:
                 f.name: f.func for f in self.kernel_functions
             }
             functions["submit_answer"] = self._record_answer
+            if self.mcp is not None:
+                functions.update(self.mcp.kernel_functions())
             self._kernel = Kernel(
                 event_log=self.log,
                 session_id=self.session_id,
@@ -273,10 +292,17 @@ class ToolContext:
             )
         return self._surface
 
+    @property
+    def digest(self) -> str:
+        """The kernel's state for the next request: the last cell's namespace digest, then the
+        MCP tools callable now (a server that went down is named instead of its tools)."""
+        tools = self.mcp.describe() if self.mcp is not None else ""
+        return "\n\n".join(part for part in (self.cell_digest, tools) if part)
+
     def run_cell(self, source: str) -> CellResult:
         """Run a cell in the kernel and remember its namespace digest."""
         result = self.kernel.run_cell(source)
-        self.digest = render_digest(result.digest, result.digest_more)
+        self.cell_digest = render_digest(result.digest, result.digest_more)
         return result
 
     def take_submitted(self) -> str | None:
@@ -296,10 +322,13 @@ class ToolContext:
         return "answer recorded"
 
     def close(self) -> None:
-        """Stop the kernel and close the surface."""
+        """Stop the kernel and the MCP servers, and close the surface."""
         if self._kernel is not None:
             self._kernel.close()
             self._kernel = None
+        if self.mcp is not None:
+            self.mcp.close()
+            self.mcp = None
         if self._surface is not None:
             self._surface.close()
             self._surface = None

@@ -50,6 +50,9 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      metavar="N", help="Give up after N tokens in and out over the run."),
         click.option("--sandbox", "sandbox", type=click.Choice(PROFILES), default="strict",
                      show_default=True, help="Kernel sandbox profile."),
+        click.option("--mcp", "mcp", multiple=True, metavar="'NAME=COMMAND ARGS'",
+                     help="An MCP server whose tools cells call as NAME.tool(...) (repeatable; "
+                          "NAME=URL for HTTP; also [mcp.servers.NAME] in config.toml)."),
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
@@ -66,8 +69,11 @@ def _open_agent(config: Config, model_call: ModelCall, **settings: Any) -> Agent
     )
 
 
-def _settings(max_steps: int, max_run_tokens: int | None, sandbox: str) -> dict[str, Any]:
-    return {"max_steps": max_steps, "max_run_tokens": max_run_tokens, "sandbox": sandbox}
+def _settings(
+    max_steps: int, max_run_tokens: int | None, sandbox: str, mcp: tuple[str, ...]
+) -> dict[str, Any]:
+    return {"max_steps": max_steps, "max_run_tokens": max_run_tokens, "sandbox": sandbox,
+            "mcp": mcp}  # fmt: skip
 
 
 def _drive(events: Iterator[AgentEvent], view: StepView) -> RunFinished:
@@ -124,13 +130,14 @@ def run_command(
     max_steps: int,
     max_run_tokens: int | None,
     sandbox: str,
+    mcp: tuple[str, ...],
     json_: bool,
 ) -> int:
     """Do a task with an agent that writes Python in a sandboxed kernel.
 
     Example: scroll run "count the lines of every .csv file" --workspace ./data --model local
     """
-    settings = _settings(max_steps, max_run_tokens, sandbox)
+    settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
     with (
         _open_agent(config, model_call, workspace=workspace, **settings) as agent,
         StepView() as view,
@@ -156,13 +163,14 @@ def ask_command(
     max_steps: int,
     max_run_tokens: int | None,
     sandbox: str,
+    mcp: tuple[str, ...],
     json_: bool,
 ) -> int:
     """Answer a question over an ingested history (the paper's memory setting).
 
     Example: scroll ask --store .scroll "What is my sprint target?" --task beam/100K/1 --rubric beam
     """
-    settings = _settings(max_steps, max_run_tokens, sandbox)
+    settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
     with _open_agent(config, model_call, **settings) as agent, StepView() as view:
         events = agent.iter_ask(question, task_id=task_id, rubric=rubric)
         finished = _drive(events, view)
@@ -182,13 +190,14 @@ def chat_command(
     max_steps: int,
     max_run_tokens: int | None,
     sandbox: str,
+    mcp: tuple[str, ...],
 ) -> int:
     """Chat with an agent whose context Scroll manages; it continues across restarts.
 
     Reads one message per line (stdin), prints each reply on stdout; /exit or end of input ends.
     Example: scroll chat --model openai:gpt-4o-mini   (later: scroll chat, to continue)
     """
-    settings = _settings(max_steps, max_run_tokens, sandbox)
+    settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
     agent = _open_agent(config, model_call, stream=True, **settings)
     with agent, agent.chat(session_id, new=new) as chat, StepView(quiet=True) as view:
         view.line(_banner(chat))

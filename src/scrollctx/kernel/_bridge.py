@@ -31,8 +31,10 @@ __all__ = [
     "MAX_TOOL_INPUT",
     "RESERVED_NAMES",
     "ToolCallError",
+    "ToolGroup",
     "ToolSpec",
     "answer_tool_call",
+    "bind_stubs",
     "describe_tool",
     "describe_tools",
     "make_stub",
@@ -74,14 +76,20 @@ class ToolSpec:
 
 
 def describe_tool(func: Callable[..., Any], name: str | None = None) -> ToolSpec:
-    """Describe a host callable as a tool; raise :class:`UsageError` if it cannot be one."""
+    """Describe a host callable as a tool; raise :class:`UsageError` if it cannot be one.
+
+    A dotted ``name`` (``"git.git_status"``) puts the tool in a group the kernel binds as one
+    name (``git``), so a cell calls ``git.git_status(...)``.
+    """
     tool_name = str(name or getattr(func, "__name__", ""))
-    if not tool_name.isidentifier() or keyword.iskeyword(tool_name) or tool_name.startswith("_"):
+    parts = tool_name.split(".")
+    if len(parts) > 2 or not all(_public_identifier(part) for part in parts):
         raise UsageError(
-            f"tool name {tool_name!r} is not a public Python identifier; pass a name= that is"
+            f"tool name {tool_name!r} is not a public Python identifier (or GROUP.NAME); pass "
+            "a name= that is"
         )
-    if tool_name in RESERVED_NAMES:
-        raise UsageError(f"tool name {tool_name!r} is reserved by the kernel; rename the tool")
+    if parts[0] in RESERVED_NAMES:
+        raise UsageError(f"tool name {parts[0]!r} is reserved by the kernel; rename the tool")
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError) as exc:
@@ -107,7 +115,14 @@ def describe_tools(
         if spec.name in specs:
             raise UsageError(f"two tools are named {spec.name!r}; tool names must be unique")
         specs[spec.name] = spec
+    groups = {name.split(".")[0] for name in specs if "." in name}
+    if clash := sorted(groups & set(specs)):
+        raise UsageError(f"{', '.join(clash)} names both a tool and a group of tools; rename one")
     return specs
+
+
+def _public_identifier(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name) and not name.startswith("_")
 
 
 def _describe_param(param: inspect.Parameter) -> dict[str, Any]:
@@ -157,6 +172,35 @@ class _Shown:
 Caller = Callable[[str, list[Any], dict[str, Any]], Any]
 
 
+class ToolGroup:
+    """The tools of one group in the kernel (``git.git_status``): attributes, one per tool."""
+
+    def __init__(self, name: str, tools: Mapping[str, Callable[..., Any]]) -> None:
+        self.__name__ = name
+        self.__dict__.update(tools)
+
+    def __repr__(self) -> str:
+        names = ", ".join(sorted(k for k in vars(self) if not k.startswith("_")))
+        return f"<tools {self.__name__}: {names}; help({self.__name__}.NAME) shows one>"
+
+
+ToolGroup.__module__ = "tools"
+
+
+def bind_stubs(specs: Iterable[Mapping[str, Any]], call: Caller) -> dict[str, Any]:
+    """The kernel names of the declared tools: each stub, dotted ones gathered in groups."""
+    bound: dict[str, Any] = {}
+    grouped: dict[str, dict[str, Callable[..., Any]]] = {}
+    for spec in specs:
+        group, _, tool = str(spec["name"]).rpartition(".")
+        if group:
+            grouped.setdefault(group, {})[tool] = make_stub(spec, call)
+        else:
+            bound[tool] = make_stub(spec, call)
+    bound.update({name: ToolGroup(name, tools) for name, tools in grouped.items()})
+    return bound
+
+
 def make_stub(spec: Mapping[str, Any], call: Caller) -> Callable[..., Any]:
     """Build the worker-side function for one tool description; ``call`` crosses to the host."""
     name = str(spec["name"])
@@ -166,7 +210,8 @@ def make_stub(spec: Mapping[str, Any], call: Caller) -> Callable[..., Any]:
         signature.bind(*args, **kwargs)  # a wrong call fails here, like a local function
         return call(name, list(args), kwargs)
 
-    stub.__name__ = stub.__qualname__ = name
+    stub.__name__ = name.rpartition(".")[2]
+    stub.__qualname__ = name
     stub.__doc__ = str(spec.get("doc", ""))
     stub.__module__ = "tools"
     stub.__signature__ = signature  # type: ignore[attr-defined]

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scrollctx.errors import WorkerCrashed
-from scrollctx.kernel._bridge import ToolCallError, make_stub
+from scrollctx.kernel._bridge import ToolCallError, bind_stubs
 from scrollctx.kernel._cell import CellRunner
 from scrollctx.kernel._digest import summarize_namespace
 from scrollctx.kernel._frames import MAX_FRAME, FrameReader, encode_frame, write_frame
@@ -102,8 +102,7 @@ class Worker:
                 ms = _NoSurface(state)
         self.surface = ms
         self.prebound = {"ms": ms, "ToolCallError": ToolCallError, **_helpers()}
-        for spec in boot.get("tools", []):
-            self.prebound[spec["name"]] = make_stub(spec, self.call_tool)
+        self.prebound.update(bind_stubs(boot.get("tools", []), self.call_tool))
         self.runner.namespace.update(
             {"__name__": "__main__", "__builtins__": builtins, **self.prebound}
         )
