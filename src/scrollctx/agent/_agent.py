@@ -359,7 +359,59 @@ class Agent:
     ) -> AgentLoop:
         hub = self._start_mcp()
         try:
-            return self._assemble(mode, session_id, task_id, scratch, rubric, reply, carried, hub)
+            toolset = self._toolset_factory(tuple(self._user_tools))
+            function_lines = toolset.function_lines()
+            if hub is not None:
+                toolset = Toolset((*toolset.tools, *hub.json_tools()), toolset.kernel_functions)
+                function_lines.append(mcp_prompt_line(list(hub.servers)))
+            capabilities = toolset.capabilities(index=self.shows_index)
+            prompt = build_system_prompt(
+                mode,
+                tool_lines=toolset.prompt_lines(),
+                function_lines=function_lines,
+                rubric=rubric,
+                workspace=str(scratch) if mode == "run" else None,
+                task_id=task_id,
+                capabilities=capabilities,
+                prompts=self.prompts,
+            )
+            # Only ``ms`` is bound to the task: a probe's own turns stay outside the conversation's
+            # task, so a later probe's scope='task' search finds the conversation (see AgentLoop).
+            fields = {"agent_id": self.agent_id}
+            request = PolicyRequest(
+                self.log, session_id, prompt, self.budget_tokens, fields, carried
+            )
+            policy = self._policy_factory(request)
+            own_header = not capabilities.ms or "index" in self.prompts.replaced
+            if isinstance(policy, ScrollPolicy) and policy.index_header is None and own_header:
+                # The view's own header points at recall_history_python, which this toolset may
+                # lack, and is not the user's own index header.
+                policy.index_header = render_index_header(capabilities, self.prompts)
+            context = ToolContext(
+                self.log,
+                session_id=session_id,
+                task_id=task_id,
+                agent_id=self.agent_id,
+                scratch=scratch,
+                sandbox=self.sandbox,
+                kernel_functions=toolset.kernel_functions,
+                cell_timeout=self.cell_timeout,
+                mcp=hub,
+            )
+            return AgentLoop(
+                backend=self.backend,
+                policy=policy,
+                toolset=toolset,
+                context=context,
+                limits=self.limits,
+                trace_dir=self.trace_dir,
+                text_is_reply=reply,
+                options=self.options,
+                prompts=self.prompts,
+                events_in_task=mode != "ask",
+                searchable=mode != "ask",
+                stream=self.stream,
+            )
         except BaseException:
             if hub is not None:
                 hub.close()
@@ -377,69 +429,6 @@ class Agent:
         hub = McpHub(self.mcp_servers)
         hub.start()
         return hub
-
-    def _assemble(
-        self,
-        mode: str,
-        session_id: str,
-        task_id: str | None,
-        scratch: Path,
-        rubric: str | None,
-        reply: bool,
-        carried: Mapping[str, Any] | None,
-        hub: McpHub | None,
-    ) -> AgentLoop:
-        toolset = self._toolset_factory(tuple(self._user_tools))
-        function_lines = toolset.function_lines()
-        if hub is not None:
-            toolset = Toolset((*toolset.tools, *hub.json_tools()), toolset.kernel_functions)
-            function_lines.append(mcp_prompt_line(list(hub.servers)))
-        capabilities = toolset.capabilities(index=self.shows_index)
-        prompt = build_system_prompt(
-            mode,
-            tool_lines=toolset.prompt_lines(),
-            function_lines=function_lines,
-            rubric=rubric,
-            workspace=str(scratch) if mode == "run" else None,
-            task_id=task_id,
-            capabilities=capabilities,
-            prompts=self.prompts,
-        )
-        # Only ``ms`` is bound to the task: a probe's own turns stay outside the conversation's
-        # task, so a later probe's scope='task' search finds the conversation (see AgentLoop).
-        fields = {"agent_id": self.agent_id}
-        request = PolicyRequest(self.log, session_id, prompt, self.budget_tokens, fields, carried)
-        policy = self._policy_factory(request)
-        own_header = not capabilities.ms or "index" in self.prompts.replaced
-        if isinstance(policy, ScrollPolicy) and policy.index_header is None and own_header:
-            # The view's own header points at recall_history_python, which this toolset may
-            # lack, and is not the user's own index header.
-            policy.index_header = render_index_header(capabilities, self.prompts)
-        context = ToolContext(
-            self.log,
-            session_id=session_id,
-            task_id=task_id,
-            agent_id=self.agent_id,
-            scratch=scratch,
-            sandbox=self.sandbox,
-            kernel_functions=toolset.kernel_functions,
-            cell_timeout=self.cell_timeout,
-            mcp=hub,
-        )
-        return AgentLoop(
-            backend=self.backend,
-            policy=policy,
-            toolset=toolset,
-            context=context,
-            limits=self.limits,
-            trace_dir=self.trace_dir,
-            text_is_reply=reply,
-            options=self.options,
-            prompts=self.prompts,
-            events_in_task=mode != "ask",
-            searchable=mode != "ask",
-            stream=self.stream,
-        )
 
     def _carried_index(self, task_id: str | None) -> dict[str, Any] | None:
         """The carried index of the conversation asked about (the store's only one if none)."""

@@ -24,7 +24,6 @@ Invariants:
 from __future__ import annotations
 
 import inspect
-import json
 import keyword
 import re
 import tempfile
@@ -33,7 +32,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent, Tool
 
 from scrollctx.agent._mcp_spec import McpServerSpec
-from scrollctx.agent._tools import AgentTool, Observation, ToolContext
+from scrollctx.agent._tools import AgentTool, UserTool
 from scrollctx.errors import ToolServerError
 
 __all__ = ["McpHub"]
@@ -172,19 +171,21 @@ class McpHub:
         return functions
 
     def json_tools(self) -> list[AgentTool]:
-        """The JSON tools of the servers exposed as ``both``: ``NAME__tool``, live ones only."""
+        """The JSON tools of the servers exposed as ``both``: ``NAME__tool``, live ones only.
+
+        Each runs like a user's ``expose="model"`` tool (its result capped, its failure an
+        ``error:`` observation), with the server's own input schema.
+        """
         made = []
         for server in self.servers.values():
             if server.spec.expose != "both":
                 continue
             for tool in server.tools:
-                made.append(AgentTool(
-                    f"{server.name}__{python_name(tool.name)}"[:64],
-                    tool.description or f"The {tool.name} tool of the MCP server {server.name}.",
-                    dict(tool.input_schema),
-                    self._json_runner(server, tool),
-                    available=_serving(server),
-                ))  # fmt: skip
+                name = python_name(tool.name)
+                as_user = UserTool(self._function(server, tool, name), f"{server.name}__{name}",
+                                   "model")  # fmt: skip
+                made.append(replace(as_user.as_agent_tool(), parameters=dict(tool.input_schema),
+                                    available=_serving(server)))  # fmt: skip
         return made
 
     def describe(self) -> str:
@@ -237,19 +238,6 @@ class McpHub:
         call.__doc__ = _docstring(server.name, tool)
         call.__signature__ = _signature(tool.input_schema)  # type: ignore[attr-defined]
         return call
-
-    def _json_runner(
-        self, server: _Server, tool: Tool
-    ) -> Callable[[Mapping[str, Any], ToolContext], Observation]:
-        def run(args: Mapping[str, Any], context: ToolContext) -> Observation:
-            try:
-                value = self.call(server.name, tool.name, args)
-            except ToolServerError as exc:
-                return Observation(f"error: {exc}", ok=False)
-            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            return Observation(text)
-
-        return run
 
 
 def _serving(server: _Server) -> Callable[[], bool]:

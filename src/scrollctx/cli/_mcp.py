@@ -15,7 +15,7 @@ import click
 
 from scrollctx.cli._app import store_option, warn
 from scrollctx.config import Config
-from scrollctx.errors import ConfigError, MissingDependency, UsageError
+from scrollctx.errors import MissingDependency, UsageError
 from scrollctx.kernel import LAYERS, PROFILES, SandboxPolicy
 
 __all__ = ["mcp_command"]
@@ -108,12 +108,8 @@ def mcp_command(
         if (exc.name or "").split(".")[0] not in ("mcp", "mcp_types"):
             raise
         raise MissingDependency("the mcp SDK", "mcp") from exc
-    if config.store_url is not None:
-        raise ConfigError(
-            "scroll mcp serves a store folder; a postgresql:// store is not supported yet"
-        )
     options = ServerOptions(
-        config.db_path,
+        config,
         transport="http" if http else "stdio",
         read_only=read_only,
         ingest_dirs=ingest_dirs,

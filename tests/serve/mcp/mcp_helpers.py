@@ -40,11 +40,11 @@ def server_env() -> dict[str, str]:
 
 @asynccontextmanager
 async def stdio_session(
-    store: Path, *args: str, errlog: Path, mode: str = "auto"
+    store: Path | str, *args: str, errlog: Path, mode: str = "auto", **env: str
 ) -> AsyncIterator[Client]:
     """A client connected to ``scroll mcp --store STORE ARGS`` started over stdio."""
     params = StdioServerParameters(
-        command=SCROLL, args=["mcp", "--store", str(store), *args], env=server_env()
+        command=SCROLL, args=["mcp", "--store", str(store), *args], env=server_env() | env
     )
     with errlog.open("a") as err:
         async with Client(stdio_client(params, errlog=err), mode=mode) as client:

@@ -8,7 +8,9 @@ Invariants:
   SQL, budgets, notes and the read-only guard); this module runs no SQL of its own. Calls are
   serialized on one lock (a surface has one caller at a time) and each returns the notes it
   produced;
-- a read-only server opens no writer at all: nothing it does can write the store;
+- a read-only server opens no writer at all: nothing it does can write the store (so it serves
+  a store folder; a shared ``postgresql://`` store is served through a writer, whose local
+  replica each read brings up to date first);
 - ``append`` writes only the event kinds an agent's own memory is made of (never the kinds
   Scroll keeps for itself, such as ``eviction_index`` or ``system``), and is idempotent by the
   client's key; ``ingest`` reads only regular files whose real path (symlinks resolved) lies
@@ -25,9 +27,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from scrollctx.errors import StoreError, UsageError
+from scrollctx.config import Config
+from scrollctx.errors import ConfigError, StoreError, UsageError
 from scrollctx.ingest import ingest_path
-from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.log import EventStore, Kind, NewEvent, open_store
 from scrollctx.surface import MemorySurface, open_surface
 
 __all__ = ["APPEND_KINDS", "Appended", "Memory"]
@@ -52,18 +55,19 @@ class Memory:
     """One store, opened for a server's lifetime (see the module docstring).
 
     Args:
-        db_path: the Event Log (``<store>/history.db``).
+        config: the store (a folder, or a ``postgresql://`` URL and this host's replica).
         read_only: open no writer; :meth:`append` and :meth:`ingest` refuse.
         ingest_dirs: the folders :meth:`ingest` may read from (none: it refuses).
     """
 
     def __init__(
-        self, db_path: Path, *, read_only: bool = False, ingest_dirs: Sequence[Path] = ()
+        self, config: Config, *, read_only: bool = False, ingest_dirs: Sequence[Path] = ()
     ) -> None:
-        self.db_path = db_path
+        self.config = config
+        self.db_path = config.db_path
         self.read_only = read_only
         self.ingest_dirs = tuple(Path(d).expanduser().resolve() for d in ingest_dirs)
-        self.log: EventLog | None = None
+        self.log: EventStore | None = None
         self._ms: MemorySurface | None = None
         self._lock = threading.Lock()
 
@@ -72,15 +76,22 @@ class Memory:
 
         Raises:
             StoreError: read-only and there is no store at ``db_path``.
+            ConfigError: read-only over a shared store (it needs a connection to stay current).
             IntegrityError: the store file is not a usable Event Log.
         """
+        if self.read_only and self.config.store_url is not None:
+            raise ConfigError(
+                "--read-only serves a store folder; a shared postgresql:// store is served "
+                "without it (its reads still go through ms, read-only)"
+            )
         if self.read_only and not self.db_path.is_file():
             raise StoreError(
                 f"no store at {self.db_path.parent} (no {self.db_path.name}); a --read-only "
                 "server serves an existing store: import into it first (scroll ingest)"
             )
         if not self.read_only:
-            self.log = EventLog.open(self.db_path)
+            self.log = open_store(self.config)
+            self.log.refresh()  # a shared store's replica must exist before ms opens it
         self._ms = open_surface(self.db_path)
 
     def close(self) -> None:
@@ -98,6 +109,8 @@ class Memory:
             ms = self._ms
             if ms is None:
                 raise StoreError("the store is not open (the server is shutting down)")
+            if self.log is not None:
+                self.log.refresh()  # a shared store: every host's newest rows first
             ms.drain_notes()
             value = call(ms)
             return value, ms.drain_notes()
@@ -141,7 +154,7 @@ class Memory:
         file = self._allowed_file(path)
         return asdict(ingest_path(log, file, format=format))
 
-    def _writer(self, tool: str) -> EventLog:
+    def _writer(self, tool: str) -> EventStore:
         if self.log is None:
             raise UsageError(f"{tool} is refused: this server is read-only (--read-only)")
         return self.log

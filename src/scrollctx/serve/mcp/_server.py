@@ -27,6 +27,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError, Unexpected
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import AnyUrl, ValidationError
 
+from scrollctx.config import Config
 from scrollctx.errors import IntegrityError, PayloadMissing, ScrollError
 from scrollctx.kernel import Kernel, SandboxPolicy
 from scrollctx.serve._sessions import KernelRegistry
@@ -44,7 +45,7 @@ Transport = Literal["stdio", "http"]
 class ServerOptions:
     """How ``scroll mcp`` serves one store (every field has its flag; see ``scroll mcp -h``)."""
 
-    db_path: Path
+    config: Config
     transport: Transport = "stdio"
     read_only: bool = False
     ingest_dirs: tuple[Path, ...] = ()
@@ -63,7 +64,7 @@ class Door:
         """The one session of a stdio server (each server process is a new client session)."""
         self.read_only = options.read_only
         self.memory = Memory(
-            options.db_path, read_only=options.read_only, ingest_dirs=options.ingest_dirs
+            options.config, read_only=options.read_only, ingest_dirs=options.ingest_dirs
         )
         self.kernels = KernelRegistry(
             self._kernel, "mcp", idle_timeout=options.idle_timeout,
@@ -94,7 +95,7 @@ class Door:
 
     def _kernel(self, name: str) -> Kernel:
         return Kernel(
-            self.options.db_path,
+            self.options.config.db_path,
             event_log=self.memory.log,
             session_id=name,
             sandbox=self.options.sandbox,
