@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
+
+import pytest
 
 from scrollctx.ingest import Watcher, ingest_path
 from scrollctx.log import EventLog
@@ -64,6 +67,35 @@ def test_rotation_deletion_and_restart_add_nothing_twice(
     assert watcher.sync().events_added == 0
     restarted = Watcher(event_log, [root]).sync()
     assert restarted.events_added == 0 and restarted.events_skipped == _events_of(event_log, live)
+
+
+@pytest.mark.parametrize("odd", ["fifo", "symlink loop"])
+def test_a_path_that_is_no_regular_file_is_never_opened(
+    event_log: EventLog, transcripts: Path, tmp_path: Path, odd: str
+) -> None:
+    data = (transcripts / CLAUDE).read_bytes()
+    root = tmp_path / "projects"
+    root.mkdir()
+    strange, live = root / "odd.jsonl", root / "s.jsonl"
+    if odd == "fifo":
+        os.mkfifo(strange)  # opening it for reading would block until a writer comes
+    else:
+        strange.symlink_to(strange)
+    live.write_bytes(data)
+    watcher = Watcher(event_log, [root])
+    reports = []
+    # File-system events name such paths like any file (sync(changed) is what they drive).
+    syncing = threading.Thread(target=lambda: reports.append(watcher.sync({strange, live})))
+    syncing.start()
+    syncing.join(timeout=60)  # bounds a failure; a passing sync returns at once
+    stuck = syncing.is_alive()
+    if stuck:  # blocked in open(): be its writer, so the test run can end
+        os.close(os.open(strange, os.O_WRONLY | os.O_NONBLOCK))
+        syncing.join()
+    assert not stuck, f"the sync blocked opening {strange}"
+    assert reports, "the sync failed (see the thread's exception above)"
+    assert reports[0].events_added == _reference(tmp_path, "live", data)
+    assert set(watcher.followed) == {live}
 
 
 def _events_of(log: EventLog, path: Path) -> int:

@@ -17,10 +17,13 @@ Invariants:
   because every event's ``dedup_key`` is derived from its record. For the same reason a
   restarted watcher re-reads every file and adds only what is new.
 - Everything a sync reads is committed before the sync returns (one transaction per batch).
+- Only regular files are read: a FIFO, socket or device in a watched tree (a file-system event
+  names it like any file) is never opened, since opening a FIFO blocks until someone writes.
 """
 
 from __future__ import annotations
 
+import stat as file_mode
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -131,8 +134,10 @@ class Watcher:
     def _follower(self, path: Path) -> Follower | None:
         try:
             stat = path.stat()
-        except FileNotFoundError:
-            self.followed.pop(path, None)  # deleted: its events stay, the follower goes
+        except OSError:  # gone, or a symlink loop: nothing to read
+            stat = None
+        if stat is None or not file_mode.S_ISREG(stat.st_mode):
+            self.followed.pop(path, None)  # deleted (its events stay) or not a file to read
             return None
         identity = (stat.st_dev, stat.st_ino)
         known = self.followed.get(path)
