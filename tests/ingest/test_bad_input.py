@@ -35,6 +35,11 @@ BAD_FILES = {
     "whitespace only": (b"  \n\n", "is empty", 0),
     "empty array": (b"[]", "empty JSON array", 0),
     "not json": (b"role,content\nuser,hi\n", "not JSON or JSONL", 0),
+    "nested too deeply": (
+        b'[{"role": "user", "content": "hi"}, ' + b"[" * 100_000 + b"]" * 100_000 + b"]",
+        "nested too deeply",
+        1,
+    ),
 }
 
 
@@ -55,6 +60,25 @@ def test_bad_file(seeded: EventLog, tmp_path: Path, case: str) -> None:
     seeded.check()
     assert imported_count(seeded) == before + kept
     assert seeded.span(1, seed_rows[-1].seq) == seed_rows
+
+
+def test_jsonl_line_nested_too_deeply(seeded: EventLog, tmp_path: Path) -> None:
+    deep = b'{"role": "user", "content": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    path = _write(tmp_path / "deep.jsonl", b'{"role": "user", "content": "hi"}\n' + deep + b"\n")
+    with pytest.raises(FormatError, match=r"line 2 is not valid JSON \(nested too deeply"):
+        ingest_path(seeded, path)
+    seeded.check()
+
+
+def test_tool_arguments_nested_too_deeply_stay_text(seeded: EventLog, tmp_path: Path) -> None:
+    arguments = "[" * 100_000 + "]" * 100_000
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    ingest_path(seeded, write_json(tmp_path / "deep.json", {"messages": messages}))
+    assert seeded.session_events("openai:deep")[-1].tool_input == arguments
 
 
 def test_missing_path(seeded: EventLog, tmp_path: Path) -> None:

@@ -73,3 +73,17 @@ def test_a_growing_file_adds_only_its_new_records(
 def _shape(log: EventLog) -> set[tuple[str, str, str]]:
     rows = log.execute("SELECT dedup_key, kind, role FROM conversation_history")
     return {(r[0], r[1], r[2]) for r in rows}
+
+
+def test_a_line_nested_too_deeply_is_an_unreadable_line(
+    event_log: EventLog, transcripts: Path, tmp_path: Path
+) -> None:
+    lines = _lines(transcripts / CLAUDE)
+    deep = tmp_path / "deep.jsonl"
+    deep.write_bytes(b"".join(lines[:40]) + b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    report = ingest_path(event_log, deep)
+    assert report.records_skipped == {"unreadable line": 1}
+    assert report.problems == [
+        f"{deep}:41: unreadable line: is not valid JSON (nested too deeply to parse, column 1)"
+    ]
+    assert report.events_added > 0

@@ -10,11 +10,11 @@ equals the sub-agent's first message. Nothing else is guessed: no match, no link
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scrollctx.ingest._jsonstream import loads
 from scrollctx.ingest._tail import JsonlTail
 
 __all__ = ["SPAWN_TOOLS", "AgentFile", "find_spawning_call", "parent_file", "read_agent_meta"]
@@ -47,7 +47,7 @@ def read_agent_meta(path: Path) -> AgentFile:
     """Read ``agent-<id>.meta.json`` beside ``agent-<id>.jsonl`` (empty when absent or bad)."""
     meta = path.with_name(path.name.removesuffix(".jsonl") + ".meta.json")
     try:
-        data = json.loads(meta.read_text(encoding="utf-8"))
+        data = loads(meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return AgentFile()
     if not isinstance(data, dict):

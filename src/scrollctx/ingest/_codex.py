@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scrollctx.ingest._jsonstream import Sample
+from scrollctx.ingest._jsonstream import Sample, loads
 from scrollctx.ingest._tail import JsonlTail, Line
 from scrollctx.ingest._transcript import (
     Item,
@@ -447,7 +447,7 @@ def _json_or_text(raw: Any) -> Any:
     if not isinstance(raw, str):
         return raw
     try:
-        return json.loads(raw)
+        return loads(raw)
     except json.JSONDecodeError:
         return raw
 

@@ -6,8 +6,10 @@ Invariants:
   chunk being read), so memory is bounded by the largest element, not by the file. Only a
   malformed element forces reading on to the end of the file before the error is raised.
 - :func:`iter_jsonl` reads one line at a time.
-- Every problem with the bytes (not UTF-8, empty, malformed, truncated, trailing garbage) raises
-  :class:`~scrollctx.errors.FormatError` naming the file and the line; nothing else escapes.
+- Every problem with the bytes (not UTF-8, empty, malformed, truncated, trailing garbage,
+  nesting too deep for the parser) raises :class:`~scrollctx.errors.FormatError` naming the
+  file and the line; nothing else escapes. Importers decode JSON text through :func:`loads`,
+  so a value nested too deeply is malformed input there too, never a ``RecursionError``.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Literal, TextIO
 
 from scrollctx.errors import FormatError
 
-__all__ = ["Sample", "iter_array", "iter_jsonl", "load_whole", "not_json", "probe"]
+__all__ = ["Sample", "iter_array", "iter_jsonl", "load_whole", "loads", "not_json", "probe"]
 
 CHUNK_CHARS = 1 << 20
 _WHITESPACE = " \t\r\n"
@@ -42,6 +44,29 @@ class Sample:
     path: Path
     shape: Shape
     first: Any
+
+
+def loads(text: str) -> Any:
+    """Parse JSON text; a value nested too deeply to parse is a :class:`json.JSONDecodeError`.
+
+    The parser recurses once per level: thousands of ``[`` would raise ``RecursionError``.
+    """
+    try:
+        return json.loads(text)
+    except RecursionError as exc:
+        raise _too_deep(text, 0) from exc
+
+
+def _decode(text: str, pos: int) -> tuple[Any, int]:
+    """One value of ``text`` from ``pos`` (``raw_decode``), nested too deeply: malformed."""
+    try:
+        return _DECODER.raw_decode(text, pos)
+    except RecursionError as exc:
+        raise _too_deep(text, pos) from exc
+
+
+def _too_deep(text: str, pos: int) -> json.JSONDecodeError:
+    return json.JSONDecodeError("nested too deeply to parse", text, pos)
 
 
 def probe(path: Path) -> Sample:
@@ -79,7 +104,7 @@ def load_whole(path: Path) -> Any:
     with _open(path) as handle:
         text = _read(handle, -1, path)
     try:
-        return json.loads(text)
+        return loads(text)
     except json.JSONDecodeError as exc:
         raise _decode_error(path, exc, exc.lineno, truncated=_at_end(text, exc.pos)) from exc
 
@@ -96,7 +121,7 @@ def iter_jsonl(path: Path) -> Iterator[Any]:
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
+                yield loads(line)
             except json.JSONDecodeError as exc:
                 raise FormatError(
                     f"{path} line {lineno} is not valid JSON ({exc.msg}, column {exc.colno})"
@@ -146,7 +171,7 @@ class _ArrayStream:
         self._next_char()
         while True:
             try:
-                value, end = _DECODER.raw_decode(self.buf, self.pos)
+                value, end = _decode(self.buf, self.pos)
             except json.JSONDecodeError as exc:
                 if self.eof:
                     raise self._error(exc) from exc
@@ -254,7 +279,7 @@ def _first_line_value(path: Path) -> Any | None:
         while line and not line.strip():
             line = _readline(handle, path)
     try:
-        return json.loads(line)
+        return loads(line)
     except json.JSONDecodeError:
         return None
 

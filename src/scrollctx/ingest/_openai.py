@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import FormatError
-from scrollctx.ingest._jsonstream import Sample, iter_array, iter_jsonl
+from scrollctx.ingest._jsonstream import Sample, iter_array, iter_jsonl, loads
 from scrollctx.ingest._turns import Conversation, SessionStamp, parse_date, require
 from scrollctx.log import Kind, NewEvent
 
@@ -197,7 +197,7 @@ def _parse_arguments(arguments: Any) -> Any:
     if not isinstance(arguments, str):
         return arguments
     try:
-        return json.loads(arguments)
+        return loads(arguments)
     except json.JSONDecodeError:
         return arguments
 

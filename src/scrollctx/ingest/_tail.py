@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from scrollctx.errors import FormatError
+from scrollctx.ingest._jsonstream import loads
 
 __all__ = ["JsonlTail", "Line"]
 
@@ -112,7 +113,7 @@ def _decode(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
     if not text.strip():
         return None, None
     try:
-        value = json.loads(text.decode("utf-8"))
+        value = loads(text.decode("utf-8"))
     except UnicodeDecodeError as exc:
         return None, f"is not UTF-8 ({exc.reason} at byte {exc.start} of the line)"
     except json.JSONDecodeError as exc:
