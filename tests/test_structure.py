@@ -16,7 +16,7 @@ from scrollctx.cli import build_cli
 
 SRC = Path(scrollctx.__file__).parent
 LAYERS = ["log", "surface", "kernel", "view", "agent", "ingest", "bench", "serve"]
-ROOT_MODULES = {"errors", "config", "_types"}
+ROOT_MODULES = {"errors", "config", "_types", "_lazy"}
 
 
 def _imported_scrollctx_modules(path: Path) -> set[str]:

@@ -5,9 +5,9 @@ and computes over it through the memory surface ``ms`` in a sandboxed persistent
 what that code prints enters the next model call.
 """
 
-from scrollctx.config import Config, resolve_config
-from scrollctx.errors import ScrollError
-from scrollctx.log import Event, EventLog, Kind, NewEvent
+from typing import TYPE_CHECKING
+
+from scrollctx._lazy import lazy_exports
 
 __all__ = [
     "Config",
@@ -20,3 +20,21 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from scrollctx.config import Config, resolve_config
+    from scrollctx.errors import ScrollError
+    from scrollctx.log import Event, EventLog, Kind, NewEvent
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "Config": "scrollctx.config",
+            "Event": "scrollctx.log",
+            "EventLog": "scrollctx.log",
+            "Kind": "scrollctx.log",
+            "NewEvent": "scrollctx.log",
+            "ScrollError": "scrollctx.errors",
+            "resolve_config": "scrollctx.config",
+        },
+    )

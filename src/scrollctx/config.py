@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -109,6 +108,8 @@ def _read_settings(store_dir: Path) -> dict[str, Any]:
     path = store_dir / _CONFIG_FILE
     if not path.is_file():
         return {}
+    import tomllib  # only a store with a config.toml pays for the parser
+
     try:
         with path.open("rb") as handle:
             return tomllib.load(handle)

@@ -15,8 +15,6 @@ from typing import Any
 import click
 
 from scrollctx.cli._app import emit, json_option, store_option, warn
-from scrollctx.cli._doctor import raise_if_damaged
-from scrollctx.cli._store import render_shared
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
 from scrollctx.log import check_configured_store, shared_store_facts, synced_local_file
@@ -140,6 +138,10 @@ def stats(verify: bool, config: Config, json_: bool) -> None:
 
     Example: scroll stats --store .scroll --verify
     """
+    # Imported here: the doctor and store commands' modules load the kernel and the writer,
+    # which `scroll search` and the other read commands of this module never need.
+    from scrollctx.cli._doctor import raise_if_damaged
+
     with _surface(config) as ms:
         data = store_stats(ms, config.db_path)
     shared = shared_store_facts(config)
@@ -233,5 +235,7 @@ def _render_stats(data: dict[str, Any]) -> str:
     ]
     lines += [f"  {kind:<20} {count}" for kind, count in data["kinds"].items()]
     if "shared" in data:
+        from scrollctx.cli._store import render_shared
+
         lines.append(render_shared(data["shared"]))
     return "\n".join(lines)

@@ -5,19 +5,9 @@ across cells; :func:`render_observation` turns a :class:`CellResult` into exactl
 sees; :func:`doctor` reports which sandbox layers hold on this machine.
 """
 
-from scrollctx.kernel._bridge import ToolCallError, ToolSpec, describe_tool
-from scrollctx.kernel._digest import DigestEntry, render_digest
-from scrollctx.kernel._doctor import DoctorReport, doctor
-from scrollctx.kernel._host import NAMESPACE_LOST, Kernel
-from scrollctx.kernel._policy import (
-    LAYERS,
-    PROFILES,
-    LayerStatus,
-    Limits,
-    SandboxPolicy,
-    SandboxStatus,
-)
-from scrollctx.kernel._result import CellResult, render_observation
+from typing import TYPE_CHECKING
+
+from scrollctx._lazy import lazy_exports
 
 __all__ = [
     "CellResult",
@@ -38,3 +28,41 @@ __all__ = [
     "render_digest",
     "render_observation",
 ]
+
+if TYPE_CHECKING:
+    from scrollctx.kernel._bridge import ToolCallError, ToolSpec, describe_tool
+    from scrollctx.kernel._digest import DigestEntry, render_digest
+    from scrollctx.kernel._doctor import DoctorReport, doctor
+    from scrollctx.kernel._host import NAMESPACE_LOST, Kernel
+    from scrollctx.kernel._policy import (
+        LAYERS,
+        PROFILES,
+        LayerStatus,
+        Limits,
+        SandboxPolicy,
+        SandboxStatus,
+    )
+    from scrollctx.kernel._result import CellResult, render_observation
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "CellResult": "scrollctx.kernel._result",
+            "DigestEntry": "scrollctx.kernel._digest",
+            "DoctorReport": "scrollctx.kernel._doctor",
+            "Kernel": "scrollctx.kernel._host",
+            "LAYERS": "scrollctx.kernel._policy",
+            "LayerStatus": "scrollctx.kernel._policy",
+            "Limits": "scrollctx.kernel._policy",
+            "NAMESPACE_LOST": "scrollctx.kernel._host",
+            "PROFILES": "scrollctx.kernel._policy",
+            "SandboxPolicy": "scrollctx.kernel._policy",
+            "SandboxStatus": "scrollctx.kernel._policy",
+            "ToolCallError": "scrollctx.kernel._bridge",
+            "ToolSpec": "scrollctx.kernel._bridge",
+            "describe_tool": "scrollctx.kernel._bridge",
+            "doctor": "scrollctx.kernel._doctor",
+            "render_digest": "scrollctx.kernel._digest",
+            "render_observation": "scrollctx.kernel._result",
+        },
+    )

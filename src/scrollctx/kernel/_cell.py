@@ -13,7 +13,6 @@ late interrupt never tears a reply frame.
 from __future__ import annotations
 
 import ast
-import asyncio
 import inspect
 import io
 import linecache
@@ -23,7 +22,10 @@ import sys
 import traceback
 from dataclasses import dataclass
 from types import CodeType, FrameType, TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["CappedText", "CellOutcome", "CellRunner"]
 
@@ -164,7 +166,10 @@ class CellRunner:
 
 def _session_loop() -> asyncio.AbstractEventLoop:
     # The loop a synchronous cell reaches through asyncio.get_event_loop() (ensure_future, ...)
-    # must be the one top-level await runs on, or tasks end up on two loops.
+    # must be the one top-level await runs on, or tasks end up on two loops. asyncio is
+    # imported here, at the first top-level await: most sessions never pay for it at start.
+    import asyncio
+
     policy = asyncio.get_event_loop_policy()
     try:
         loop = policy.get_event_loop()

@@ -3,7 +3,9 @@
 The one place that chooses the backend, so every command and the library accept
 ``--store DIR`` and ``--store postgresql://…`` alike. The PostgreSQL backend is imported only
 here and only for a URL: without the ``postgres`` extra, a folder store still works and a URL
-store says which extra to install.
+store says which extra to install. The writer and the checker are imported by the functions that
+use them too: ``scroll search`` needs only :func:`synced_local_file`, which opens nothing for a
+folder store.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from scrollctx.config import Config
 from scrollctx.errors import MissingDependency, StoreError
-from scrollctx.log._base import EventStore
-from scrollctx.log._check import StoreCheck, check_store
-from scrollctx.log._store import EventLog
 
 if TYPE_CHECKING:
+    from scrollctx.log._base import EventStore
+    from scrollctx.log._check import StoreCheck
     from scrollctx.log._postgres import PostgresEventStore
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
 def open_store(config: Config, **options: Any) -> EventStore:
     """Open (creating if needed) the store ``config`` names; ``options`` go to its backend."""
     if config.store_url is None:
+        from scrollctx.log._store import EventLog
+
         return EventLog.open(config.db_path, **options)
     return _open_shared(config, **options)
 
@@ -39,6 +42,8 @@ def open_store(config: Config, **options: Any) -> EventStore:
 def check_configured_store(config: Config) -> tuple[StoreCheck, dict[str, Any] | None]:
     """Check the whole store read-only; for a shared one also return :func:`shared_store_facts`."""
     if config.store_url is None:
+        from scrollctx.log._check import check_store
+
         return check_store(config.db_path), None
     from scrollctx.log._postgres_check import shared_facts, verify_shared
 

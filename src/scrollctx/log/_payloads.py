@@ -13,14 +13,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scrollctx.errors import PayloadMissing
-from scrollctx.log._events import Event
 from scrollctx.log._failures import payload_write_error
+
+if TYPE_CHECKING:
+    from scrollctx.log._events import Event
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -68,6 +69,8 @@ class PayloadStore:
         target = self.path_for(digest)
         if target.exists():
             return digest
+        import tempfile  # writers only: readers (`scroll search`, ms) never load it
+
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")

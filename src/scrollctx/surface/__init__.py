@@ -9,19 +9,9 @@ surface; after each cell the kernel calls ``ms.drain_notes()`` and prints each a
 ``[note] …`` line (:func:`format_notes` renders them so).
 """
 
-from scrollctx.surface._dates import days_between
-from scrollctx.surface._query import or_terms
-from scrollctx.surface._rows import Budgets, ResultRows, format_notes
-from scrollctx.surface._search import BM25_WEIGHTS
-from scrollctx.surface._semantic_embed import (
-    EmbedProgress,
-    EmbedReport,
-    embed_pending,
-    pending_rows,
-)
-from scrollctx.surface._semantic_model import Encoder, load_encoder
-from scrollctx.surface._stats import store_stats
-from scrollctx.surface._surface import MemorySurface, open_surface
+from typing import TYPE_CHECKING
+
+from scrollctx._lazy import lazy_exports
 
 __all__ = [
     "BM25_WEIGHTS",
@@ -40,3 +30,39 @@ __all__ = [
     "pending_rows",
     "store_stats",
 ]
+
+if TYPE_CHECKING:
+    from scrollctx.surface._dates import days_between
+    from scrollctx.surface._query import or_terms
+    from scrollctx.surface._rows import Budgets, ResultRows, format_notes
+    from scrollctx.surface._search import BM25_WEIGHTS
+    from scrollctx.surface._semantic_embed import (
+        EmbedProgress,
+        EmbedReport,
+        embed_pending,
+        pending_rows,
+    )
+    from scrollctx.surface._semantic_model import Encoder, load_encoder
+    from scrollctx.surface._stats import store_stats
+    from scrollctx.surface._surface import MemorySurface, open_surface
+else:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "BM25_WEIGHTS": "scrollctx.surface._search",
+            "Budgets": "scrollctx.surface._rows",
+            "EmbedProgress": "scrollctx.surface._semantic_embed",
+            "EmbedReport": "scrollctx.surface._semantic_embed",
+            "Encoder": "scrollctx.surface._semantic_model",
+            "MemorySurface": "scrollctx.surface._surface",
+            "ResultRows": "scrollctx.surface._rows",
+            "days_between": "scrollctx.surface._dates",
+            "embed_pending": "scrollctx.surface._semantic_embed",
+            "format_notes": "scrollctx.surface._rows",
+            "load_encoder": "scrollctx.surface._semantic_model",
+            "open_surface": "scrollctx.surface._surface",
+            "or_terms": "scrollctx.surface._query",
+            "pending_rows": "scrollctx.surface._semantic_embed",
+            "store_stats": "scrollctx.surface._stats",
+        },
+    )

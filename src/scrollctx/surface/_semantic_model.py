@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +155,8 @@ def load_encoder(*, threads: int | None = None) -> Encoder:
 
 def _packaged_file(distribution: str, relative: str, sha256: str) -> Path:
     """Find a data file of an installed distribution without importing it; check its digest."""
+    from importlib import metadata  # costs more at start-up than the rest of the surface
+
     try:
         path = Path(str(metadata.distribution(distribution).locate_file(relative)))
     except metadata.PackageNotFoundError as exc:

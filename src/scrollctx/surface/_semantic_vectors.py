@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from scrollctx.surface._filters import Filters
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 __all__ = ["BEHIND_NOTE", "NO_VECTORS_NOTE", "SemanticChannel", "VectorIndex", "VectorState"]
 
@@ -150,6 +152,8 @@ class SemanticChannel:
         cost about the slower one instead of their sum.
         """
         if self._worker is None:
+            from concurrent.futures import ThreadPoolExecutor
+
             self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ms-semantic")
         return self._worker.submit(work)
 
