@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from needs import IN_CI, missing
+from needs import IN_CI, missing, pytest_runtest_makereport  # noqa: F401 - the CI hook
 from postgres_server import postgres_server, postgres_url  # noqa: F401 - fixtures, by name
 from scrollctx.log import EventLog
 from scrollctx.surface import Encoder

@@ -3,12 +3,15 @@
 CI (``.ci/run``) sets ``SCROLL_CI=1``: there every package, service and data folder the suite
 uses is installed on purpose, so a missing one is a broken CI, not a reason to skip. The
 variable is read once at import, before the autouse fixture clears ``SCROLL_*`` for each test.
+In CI any other skip (a bare ``pytest.skip``, a skipping fixture) fails too, through
+:func:`pytest_runtest_makereport`, which ``tests/conftest.py`` registers.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Generator
 from types import ModuleType
 from typing import NoReturn
 
@@ -30,3 +33,14 @@ def import_or_missing(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         missing(f"could not import {name!r}: {exc}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item) -> Generator[None, pytest.TestReport, None]:
+    """In CI, turn a skipped test into a failure that gives the skip's reason."""
+    report = yield
+    result: pytest.TestReport = report.get_result()  # type: ignore[attr-defined]
+    if IN_CI and result.skipped and not hasattr(result, "wasxfail"):
+        reason = result.longrepr[2] if isinstance(result.longrepr, tuple) else result.longrepr
+        result.outcome = "failed"
+        result.longrepr = f"CI must not skip {item.nodeid}: {str(reason).removeprefix('Skipped: ')}"

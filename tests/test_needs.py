@@ -9,25 +9,60 @@ from pathlib import Path
 
 import pytest
 
-_PROBE = """
+_MISSING = """
 from needs import import_or_missing
 
 def test_probe():
     import_or_missing("scrollctx_no_such_module")
 """
 
+# A skip that does not go through needs: a bare call, and one from a fixture.
+_BARE_SKIPS = """
+import pytest
+
+@pytest.fixture
+def absent():
+    pytest.skip("no such service")
+
+def test_bare():
+    pytest.skip("not here")
+
+def test_from_a_fixture(absent):
+    pass
+
+@pytest.mark.xfail(reason="known")
+def test_expected_failure():
+    raise AssertionError
+"""
+
+
+def _run_probe(tmp_path: Path, source: str, ci: str) -> str:
+    (tmp_path / "test_probe.py").write_text(source)
+    env = {**os.environ, "SCROLL_CI": ci, "PYTHONPATH": str(Path(__file__).parent)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "needs", "-rA",
+         str(tmp_path)],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    return done.stdout
+
 
 @pytest.mark.parametrize("ci,outcome", [("0", "1 skipped"), ("1", "1 failed")])
 def test_missing_prerequisite_skips_or_fails(tmp_path: Path, ci: str, outcome: str) -> None:
-    (tmp_path / "test_probe.py").write_text(_PROBE)
-    env = {**os.environ, "SCROLL_CI": ci, "PYTHONPATH": str(Path(__file__).parent)}
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert outcome in done.stdout, done.stdout
+    out = _run_probe(tmp_path, _MISSING, ci)
+    assert outcome in out, out
     if ci == "1":
-        assert "CI must provide this" in done.stdout
+        assert "CI must provide this" in out
+
+
+def test_any_other_skip_fails_in_ci_with_its_reason(tmp_path: Path) -> None:
+    out = _run_probe(tmp_path, _BARE_SKIPS, "1")
+    # A skip in a fixture fails the test's setup: pytest counts it as an error.
+    assert "1 failed, 1 xfailed, 1 error" in out, out
+    assert "CI must not skip test_probe.py::test_bare: not here" in out
+    assert "CI must not skip test_probe.py::test_from_a_fixture: no such service" in out
+
+
+def test_other_skips_still_skip_locally(tmp_path: Path) -> None:
+    out = _run_probe(tmp_path, _BARE_SKIPS, "0")
+    assert "1 xfailed, 2 skipped" in out or "2 skipped, 1 xfailed" in out, out

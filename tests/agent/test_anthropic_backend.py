@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from scripted_servers import ScriptedAnthropicServer, ScriptedReply, SleepRecorder
 
+from needs import import_or_missing
 from scrollctx.agent import ChatRequest, Completion, Delta, Message, RetryPolicy, ToolSpec
 from scrollctx.agent.backends._anthropic import (
     OPENING_USER_TEXT,
@@ -56,7 +57,7 @@ def convert(*messages: dict[str, Any], system: str = "") -> tuple[str, list[dict
 def backend(
     anthropic_server: ScriptedAnthropicServer, fast_retry: RetryPolicy
 ) -> Iterator[AnthropicBackend]:
-    pytest.importorskip("anthropic")
+    import_or_missing("anthropic")
     with AnthropicBackend(
         model="claude-test", base_url=anthropic_server.base_url, api_key=KEY, retry=fast_retry
     ) as built:

@@ -12,6 +12,7 @@ import openai
 import pytest
 from scripted_servers import SleepRecorder
 
+from needs import import_or_missing
 from scrollctx.agent.backends import RetryPolicy, call_with_retries
 from scrollctx.agent.backends._openai_errors import RULES, map_openai_errors
 from scrollctx.agent.backends._retry import parse_retry_after
@@ -51,7 +52,7 @@ def test_every_openai_exception_class_has_its_own_rule() -> None:
 
 
 def test_every_anthropic_exception_class_has_its_own_rule() -> None:
-    anthropic = pytest.importorskip("anthropic")
+    anthropic = import_or_missing("anthropic")
     from scrollctx.agent.backends._anthropic_errors import anthropic_rules
 
     check_rules(anthropic_rules(), exported_error_classes(anthropic, anthropic.AnthropicError))

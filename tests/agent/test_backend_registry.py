@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from scripted_servers import ScriptedOpenAIServer
 
+from needs import import_or_missing
 from scrollctx.agent import (
     Backend,
     BackendOptions,
@@ -255,7 +256,7 @@ def test_missing_key_says_exactly_how_to_configure_it() -> None:
 
 
 def test_missing_anthropic_key_says_how_to_configure_it() -> None:
-    pytest.importorskip("anthropic")
+    import_or_missing("anthropic")
     with pytest.raises(MissingCredentials, match="export ANTHROPIC_API_KEY="):
         resolve_model("anthropic", environ={})
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kernel_helpers import Session, open_session
 
+from needs import missing
 from scrollctx.kernel import SandboxPolicy
 from scrollctx.kernel._landlock import abi_version
 
@@ -54,7 +55,7 @@ def sandbox_variant(request: pytest.FixtureRequest) -> SandboxVariant:
     """Each sandbox variant in turn (ABIs this kernel lacks are skipped, with the reason)."""
     variant: SandboxVariant = request.param
     if variant.landlock_abi is not None and variant.landlock_abi > abi_version():
-        pytest.skip(f"this kernel's Landlock ABI is {abi_version()}, below {variant.landlock_abi}")
+        missing(f"this kernel's Landlock ABI is {abi_version()}, below {variant.landlock_abi}")
     return variant
 
 

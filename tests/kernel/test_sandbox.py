@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from kernel_helpers import Session, open_session
 
+from needs import missing
 from scrollctx.errors import UsageError
 from scrollctx.kernel import LAYERS, Kernel, SandboxPolicy, _sandbox, doctor, render_observation
 from scrollctx.kernel._process import WorkerProcess, default_python
@@ -168,7 +169,7 @@ def test_a_network_namespace_that_still_shows_other_interfaces_fails(
     # catch it. Run in the test process, whose namespace has the machine's interfaces.
     interfaces = [name for _, name in socket.if_nameindex()]
     if interfaces == ["lo"]:
-        pytest.skip("this machine's own network namespace has only lo")
+        missing("this machine's own network namespace has only lo")
     monkeypatch.setattr(_sandbox, "_unshare_network", lambda: None)
     with pytest.raises(_sandbox._SelfTestFailed, match="interfaces after unshare are"):
         _sandbox._apply_netns(_plan(tmp_path))

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from surface_helpers import digest, write_store
 
+from needs import missing
 from scrollctx.surface._guard import _authorize
 
 # statement -> the rule it exercises. {folder} is the test's own folder.
@@ -160,7 +161,7 @@ def test_fts3_tokenizer_is_refused_where_the_build_has_it(store: Path) -> None:
     names = {row[0] for row in probe.execute("SELECT name FROM pragma_function_list")}
     probe.close()
     if "fts3_tokenizer" not in names:
-        pytest.skip("this SQLite build has no fts3_tokenizer()")
+        missing("this SQLite build has no fts3_tokenizer()")
     _refused("SELECT fts3_tokenizer('simple')", store, lambda o: "not authorized" not in o)
 
 
