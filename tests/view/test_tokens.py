@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from needs import import_or_missing
-from scrollctx.errors import MissingDependency, UsageError
+from scrollctx.errors import UsageError
 from scrollctx.view import TokenCounter, estimate_tokens
 
 CHINESE = "我们计划下个月去北京旅行，需要预订酒店和机票。请帮我比较三家航空公司的价格。"
@@ -94,16 +98,49 @@ def test_tokenizer_file_must_exist(tmp_path: Path) -> None:
         TokenCounter.from_tokenizer_file(tmp_path / "missing.json")
 
 
-def test_tokenizer_file_needs_the_tokenizers_package(tmp_path: Path) -> None:
-    try:
-        import tokenizers  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        path = tmp_path / "tokenizer.json"
-        path.write_text("{}")
-        with pytest.raises(MissingDependency, match="tokenizers"):
-            TokenCounter.from_tokenizer_file(path)
-    else:
-        pytest.skip("tokenizers is installed here")
+# Run where ``tokenizers`` cannot be imported (CI installs it with the semantic extra): a
+# meta-path finder refuses it before any other finder looks.
+_WITHOUT_TOKENIZERS = """
+import importlib.abc, sys
+from pathlib import Path
+
+class HideTokenizers(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "tokenizers":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, HideTokenizers())
+from scrollctx.errors import MissingDependency
+from scrollctx.view import TokenCounter
+
+try:
+    TokenCounter.from_tokenizer_file(Path(sys.argv[1]))
+except MissingDependency as exc:
+    print(exc)
+"""
+
+
+def _extra_providing(package: str) -> str:
+    """The extra of scrollctx whose requirements list ``package`` (from the installed metadata)."""
+    for requirement in importlib.metadata.requires("scrollctx") or []:
+        name, _, marker = requirement.partition(";")
+        if re.match(rf"{package}\b", name.strip()) and "extra ==" in marker:
+            return marker.split("extra ==")[1].strip().strip("'\"")
+    raise AssertionError(f"no extra of scrollctx requires {package}")
+
+
+def test_tokenizer_file_without_the_tokenizers_package_names_the_extra(tmp_path: Path) -> None:
+    path = tmp_path / "tokenizer.json"
+    path.write_text("{}")
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TOKENIZERS, str(path)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    extra = _extra_providing("tokenizers")
+    assert done.stdout.strip() == (
+        f"tokenizers is not installed; install it with: pip install 'scrollctx[{extra}]'"
+    )
 
 
 def _gemma_encoder() -> Callable[[str], list[int]]:

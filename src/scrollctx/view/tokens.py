@@ -111,7 +111,7 @@ class TokenCounter:
         try:
             from tokenizers import Tokenizer  # type: ignore[import-not-found]
         except ImportError as exc:
-            raise MissingDependency("tokenizers", "local") from exc
+            raise MissingDependency("tokenizers", "semantic") from exc
         tokenizer = Tokenizer.from_file(str(file))
 
         def _encode(text: str) -> list[int]:
