@@ -24,11 +24,12 @@ from scrollctx.bench import (
     render_markdown,
     render_text,
 )
+from scrollctx.bench._labels import LocomoConversation, normalize_dia_id
 from scrollctx.bench._retrieval import _check_same_rows, read_turns
 from scrollctx.cli import run
 from scrollctx.cli._bench import GENERATED
 from scrollctx.log import EventLog, NewEvent
-from scrollctx.surface import Encoder
+from scrollctx.surface import Encoder, open_surface
 
 LEXICAL = ["ms.search bm25", "rank_bm25", "bm25s"]
 
@@ -59,11 +60,54 @@ def _check_section(section: dict[str, object], systems: list[str] = LEXICAL) -> 
     assert 0.0 < section["recall_all@5_ceiling"] <= 1.0  # type: ignore[operator]
 
 
-def test_locomo_slice(capsys: pytest.CaptureFixture[str], shared_data: Path) -> None:
+def _by_hand(work: Path, samples: list[LocomoConversation]) -> dict[str, float]:
+    """``ms.search bm25``'s turn-level recall_any@1/@10 and MRR over ``samples``, recomputed
+    from the run's own stores: each question searched again, each hit mapped to its
+    ``dia_id`` here, each metric counted from its definition."""
+    found_first, found_in_ten, reciprocal = [], [], []
+    for sample in samples:
+        store = work / sample.sample_id / "history.db"
+        assert store.is_file(), store
+        with open_surface(store, task_id=_only_task(store)) as ms:
+            for probe in sample.probes:
+                ranked: list[str] = []
+                for hit in ms.search(probe.question, k=10, scope="task", mode="bm25"):
+                    turn = normalize_dia_id(hit["metadata"]["dia_id"]) or f"seq:{hit['seq']}"
+                    ranked += [] if turn in ranked else [turn]
+                ranks = [r for r, turn in enumerate(ranked, 1) if turn in probe.gold]
+                found_first.append(1.0 if ranks and ranks[0] == 1 else 0.0)
+                found_in_ten.append(1.0 if ranks else 0.0)
+                reciprocal.append(1 / ranks[0] if ranks else 0.0)
+    n = len(found_first)
+    return {
+        "recall_any@1": sum(found_first) / n,
+        "recall_any@10": sum(found_in_ten) / n,
+        "mrr": sum(reciprocal) / n,
+    }
+
+
+def _only_task(store: Path) -> str:
+    with EventLog.open(store) as log:
+        [[task]] = log.execute(
+            "SELECT DISTINCT task_id FROM conversation_history WHERE kind = 'conversation'"
+        )
+    return str(task)
+
+
+def test_locomo_slice(
+    capsys: pytest.CaptureFixture[str], shared_data: Path, tmp_path: Path
+) -> None:
     args = ["--benchmark", "locomo", "--limit", "2", "--split", "all", "--lexical-only"]
-    report = _run_json(capsys, [*args, "--data", str(shared_data)])
+    work = tmp_path / "work"
+    report = _run_json(capsys, [*args, "--data", str(shared_data), "--work", str(work)])
     [section] = report["sections"]  # type: ignore[misc]
     first_two = load_locomo(shared_data / "locomo" / "locomo10.json")[:2]
+    # Depth 10 sees every rank MRR can give (1/10 or more); rows further down add under 1/11.
+    expected = _by_hand(work, first_two)
+    reported = section["metrics"]["ms.search bm25"]["turn"]  # type: ignore[index]
+    for metric in ("recall_any@1", "recall_any@10", "mrr"):
+        assert reported[metric] == pytest.approx(expected[metric]), metric
+    assert 0.0 < expected["recall_any@1"] < expected["recall_any@10"] < 1.0
     assert section["name"] == "locomo"
     assert section["conversations"] == 2
     assert section["n"] == sum(len(c.probes) for c in first_two)
