@@ -206,8 +206,14 @@ def test_jitter_stays_within_its_fraction(sleeps: SleepRecorder) -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"max_attempts": 0}, {"base_delay": -1}, {"jitter": 1.5}], ids=str
+    "kwargs,message",
+    [
+        ({"max_attempts": 0}, "max_attempts must be at least 1, got 0"),
+        ({"base_delay": -1}, "retry delays must be >= 0, got base -1, max 30.0"),
+        ({"jitter": 1.5}, r"jitter must be within \[0, 1\], got 1.5"),
+    ],
+    ids=str,
 )
-def test_invalid_policies_are_refused(kwargs: dict[str, float]) -> None:
-    with pytest.raises(UsageError):
+def test_invalid_policies_are_refused(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]

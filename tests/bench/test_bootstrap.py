@@ -36,7 +36,8 @@ def test_clusters_widen_the_interval_and_runs_reproduce() -> None:
 
 
 def test_mismatched_inputs_are_refused() -> None:
-    with pytest.raises(ValueError):
+    message = "paired_interval needs equally long, non-empty score lists"
+    with pytest.raises(ValueError, match=message):
         paired_interval([1.0], [1.0, 0.0], ["a"])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=message):
         paired_interval([], [], [])

@@ -64,7 +64,7 @@ def test_dedup_key_makes_appends_idempotent_without_burning_seqs(store: EventSto
 
 def test_seq_is_never_reused_after_a_rolled_back_batch(store: EventStore) -> None:
     store.append(_turn("kept"))
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="an event needs a non-empty session_id"):
         store.append_many([_turn("lost with its batch"), NewEvent(session_id="", kind="x")])
     assert store.count() == 1
     later = store.append(_turn("after"))
@@ -75,7 +75,7 @@ def test_batch_is_atomic_when_the_database_refuses_a_row(
     store: EventStore, backend: Backend
 ) -> None:
     before = store.count()
-    with pytest.raises(backend.db_error):
+    with pytest.raises(backend.db_error, match="no_such_table"):
         with store.atomic() as conn:
             store.append(_turn("inside"))
             conn.execute("INSERT INTO no_such_table VALUES (1)")
@@ -86,7 +86,7 @@ def test_batch_is_atomic_when_the_database_refuses_a_row(
 def test_nested_atomic_rolls_back_only_the_inner_block(store: EventStore) -> None:
     with store.atomic():
         store.append(_turn("outer"))
-        with pytest.raises(UsageError):
+        with pytest.raises(UsageError, match="abandon inner"):
             with store.atomic():
                 store.append(_turn("inner"))
                 raise UsageError("abandon inner")
@@ -139,12 +139,12 @@ def test_every_write_path_indexes_exactly_the_committed_rows(store: EventStore) 
     store.append_many([_turn("only repeats", key="b")])
     with store.atomic():
         store.append(_turn("outer echo"))
-        with pytest.raises(UsageError):
+        with pytest.raises(UsageError, match="abandon inner"):
             with store.atomic():
                 store.append_many([_turn("inner foxtrot"), _turn("inner golf")])
                 raise UsageError("abandon inner")
         store.append(_turn("after savepoint hotel"))
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="abandon all"):
         with store.atomic():
             store.append(_turn("rolled back india"))
             raise UsageError("abandon all")

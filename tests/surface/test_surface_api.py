@@ -30,9 +30,18 @@ def test_days_between(d1: object, d2: object, inclusive: bool, expected: int) ->
     assert MemorySurface.days_between(d1, d2, inclusive=inclusive) == expected
 
 
-@pytest.mark.parametrize("bad", ["yesterday", "2024-13-01", "2024-02-30", 20240315, None])
-def test_days_between_rejects_non_dates(bad: object) -> None:
-    with pytest.raises(QueryError):
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ("yesterday", "no YYYY-MM-DD or YYYY/MM/DD date found in 'yesterday'"),
+        ("2024-13-01", "'2024-13-01' .* is not a real date: month must be in 1..12"),
+        ("2024-02-30", "'2024-02-30' .* is not a real date: day is out of range for month"),
+        (20240315, "days_between needs dates like '2024-03-15', got int 20240315"),
+        (None, "days_between needs dates like '2024-03-15', got NoneType None"),
+    ],
+)
+def test_days_between_rejects_non_dates(bad: object, message: str) -> None:
+    with pytest.raises(QueryError, match=message):
         days_between(bad, "2024-03-15")
 
 

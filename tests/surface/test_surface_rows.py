@@ -41,14 +41,24 @@ def test_expand_reports_unknown_seqs(ms: MemorySurface) -> None:
     assert "no events between" in ms.expand(500, 600).notes[0]
 
 
-@pytest.mark.parametrize("bad", ["12", 1.5, [1, "x"], [{"no": 1}], None, True])
-def test_expand_rejects_what_is_not_a_seq(ms: MemorySurface, bad: object) -> None:
-    with pytest.raises(QueryError):
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ("12", r"expand takes a seq, a list of seqs, search hits, or \(lo, hi\); got str '12'"),
+        (1.5, r"expand takes a seq, .*; got float 1.5"),
+        ([1, "x"], r"expand: 'x' is not a seq or a row with a 'seq'"),
+        ([{"no": 1}], r"expand: \{'no': 1\} is not a seq or a row with a 'seq'"),
+        (None, r"expand takes a seq, .*; got NoneType None"),
+        (True, r"expand takes a seq, .*; got bool True"),
+    ],
+)
+def test_expand_rejects_what_is_not_a_seq(ms: MemorySurface, bad: object, message: str) -> None:
+    with pytest.raises(QueryError, match=message):
         ms.expand(bad)
 
 
 def test_expand_span_needs_integers(ms: MemorySurface) -> None:
-    with pytest.raises(QueryError):
+    with pytest.raises(QueryError, match=r"expand\(lo, hi\) takes two integer seqs; got '1', 5"):
         ms.expand("1", 5)  # type: ignore[arg-type]
 
 

@@ -146,7 +146,8 @@ def test_natural_question_reaches_the_evidence(ms: MemorySurface) -> None:
 
 def test_k_must_be_positive(ms: MemorySurface) -> None:
     for bad in (0, -1, "3", True):
-        with pytest.raises(QueryError):
+        message = f"k must be a positive integer, e.g. k=10; got {bad!r}$"
+        with pytest.raises(QueryError, match=message):
             ms.search("tolls", k=bad)  # type: ignore[arg-type]
 
 
@@ -157,7 +158,7 @@ def test_kind_and_role_filters(ms: MemorySurface) -> None:
     assert set(_seqs(ms.search("tolls", role="assistant"))) == {8}
     assert _seqs(ms.search("fetch", kind="tool_call")) == [14]
     assert set(_seqs(ms.search("pamela", kind=["conversation"], role=["user"]))) == {1, 3}
-    with pytest.raises(QueryError):
+    with pytest.raises(QueryError, match="kind= takes a string or a list of strings.*got 3"):
         ms.search("tolls", kind=3)  # type: ignore[arg-type]
 
 
@@ -166,7 +167,7 @@ def test_scope_uses_the_binding(store_path: Path) -> None:
         assert set(_seqs(bound.search("pamela OR tolls", scope="session"))) == {1, 2, 3}
         assert set(_seqs(bound.search("pamela OR tolls", scope="task"))) == {7, 8}
         assert set(_seqs(bound.search("pamela OR tolls", scope="all"))) == {1, 2, 3, 7, 8}
-        with pytest.raises(QueryError):
+        with pytest.raises(QueryError, match="scope must be one of.*got 'everything'"):
             bound.search("x", scope="everything")
 
 
@@ -190,8 +191,14 @@ def test_session_and_range_filters(ms: MemorySurface) -> None:
     assert _seqs(ms.search("car", seq_range=(11, 11))) == [11]
     assert _seqs(ms.search("car", seq_range=(11, None))) == [11]
     assert set(_seqs(ms.search("pamela", step_range=(2, 2)))) == {3}
-    for bad in ((1,), "1-2", (1, "x"), 5):
-        with pytest.raises(QueryError):
+    shape = r"seq_range takes \(lo, hi\), both inclusive, e.g. seq_range=\(100, 250\); got "
+    for bad, message in (
+        ((1,), shape + r"\(1,\)"),
+        ("1-2", shape + "'1-2'"),
+        ((1, "x"), r"seq_range bounds must be integers or None; got \(1, 'x'\)"),
+        (5, shape + "5"),
+    ):
+        with pytest.raises(QueryError, match=message):
             ms.search("car", seq_range=bad)  # type: ignore[arg-type]
 
 
@@ -199,7 +206,7 @@ def test_created_filters_are_inclusive(ms: MemorySurface) -> None:
     rows = ms.search("car", created_from="2024-04-21", created_to="2024-04-21")
     assert _seqs(rows) == [10]
     assert set(_seqs(ms.search("car", created_to="2024-04-22"))) == {10, 11}
-    with pytest.raises(QueryError):
+    with pytest.raises(QueryError, match="created_from takes an ISO date.*got 'last week'"):
         ms.search("car", created_from="last week")
 
 

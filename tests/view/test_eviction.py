@@ -290,7 +290,7 @@ def test_no_eviction_when_persisting_fails(fast_dir: Path) -> None:
         assert log.count() == 0
         for _ in range(6):
             session.tools([300])
-        with pytest.raises(ContextOverflow):
+        with pytest.raises(ContextOverflow, match="but the window is 2000"):
             view.ensure_budget()
 
 
@@ -321,14 +321,14 @@ def test_usage_calibration_changes_the_trigger(view_log: EventLog) -> None:
 
 
 def test_settings_are_validated(view_log: EventLog) -> None:
-    for bad in (
-        {"budget_tokens": 0},
-        {"budget_tokens": 10, "rho": 0},
-        {"budget_tokens": 10, "k": 2},
+    for bad, message in (
+        ({"budget_tokens": 0}, r"budget_tokens must be positive, got 0"),
+        ({"budget_tokens": 10, "rho": 0}, r"rho must be in \(0, 1\], got 0"),
+        ({"budget_tokens": 10, "k": 2}, r"k must be at least 3"),
     ):
-        with pytest.raises(UsageError):
+        with pytest.raises(UsageError, match=message):
             WorkingView(view_log, "s", **bad)
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match="a working view needs a non-empty session_id"):
         WorkingView(view_log, "", budget_tokens=10)
 
 

@@ -73,7 +73,7 @@ def test_the_promised_tail_stays_even_when_that_overflows_the_window(
     session.persist()
     tail = [t.seq for t in view.turns[-4:]]
 
-    with pytest.raises(ContextOverflow):
+    with pytest.raises(ContextOverflow, match="the last 2 groups"):
         view.ensure_budget()
 
     live = {t.seq: t for t in view.turns}
