@@ -66,10 +66,13 @@ def test_rolled_up_lines_keep_the_anchors_and_their_count() -> None:
         lo = block.hi + 1
     top = index.tiers[-1][0].lines[0]
     assert top.kind == "rollup"
-    assert top.anchor_count >= 4
-    assert len(top.anchors) == 2
-    assert top.anchors[0]["seq"] == 1
-    assert "user asked:" in top.render() and "more)" in top.render()
+    # Each block spans 8 seqs with requests at lo and lo + 5; the top line rolls up the first
+    # two blocks (seqs 1-16), so it counts four requests (1, 6, 9, 14) and keeps the first and
+    # the newest of them.
+    assert (top.lo, top.hi) == (1, 16)
+    assert top.anchor_count == 4
+    assert [anchor["seq"] for anchor in top.anchors] == [1, 14]
+    assert 'user asked: seq 1 "request at 1"; seq 14 "request at 14" (+2 more)' in top.render()
 
 
 def test_data_round_trip_renders_identically() -> None:
