@@ -1,0 +1,376 @@
+"""Mutation testing of the modules whose guarantees matter most, each against its own tests.
+
+Usage (from the repo root, with the project's venv and the ``mutation`` dependency group)::
+
+    nice -n 19 .venv/bin/python scripts/mutation.py                 # every module in MODULES
+    nice -n 19 .venv/bin/python scripts/mutation.py view/_index.py  # one (or a few)
+    .venv/bin/python scripts/mutation.py --report                   # the table from the last runs
+
+Not part of CI: a module takes minutes to an hour. The tool is cosmic-ray: it writes each
+mutant into the file on disk and runs a test command, so code that runs in another process
+(the kernel worker ``python -I -m scrollctx.kernel._worker``, the CLI's console script) runs the
+mutant too. To keep the checkout usable while it runs, each module is mutated in a private copy
+of the working tree under ``.mutation/<module>/`` with its own small venv: a ``.pth`` file puts
+the copy's ``src`` first and this venv's site-packages after it (plain paths, so this checkout's
+editable install is not loaded), turns off byte-code writing (two mutants of one size written
+within a second would otherwise share a stale ``.pyc``), and ``bin/scroll`` runs the copy.
+
+Operators: cosmic-ray's defaults replace every binary and comparison operator by every other
+(hundreds of mutants per module, most of them type errors). ``KEPT_OPERATORS`` keeps the
+mutations a real slip makes: each arithmetic operator to its inverse, each comparison to its
+boundary twin and its negation, ``and``/``or`` swapped, ``not`` added or dropped, booleans
+flipped, numbers moved by one, loops run zero times, ``break``/``continue`` swapped, exception
+handlers that no longer catch, decorators removed.
+
+Score: killed / (mutants - judged equivalent). A timeout counts as killed (cosmic-ray's rule; each
+mutant gets three times the unmutated run plus 30 s). Surviving mutants judged equivalent are
+listed with why in ``scripts/mutation_equivalent.toml``, matched by module, operator and the line
+before and after; the others are written to ``.mutation/<module>.survivors.txt``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import time
+import tomllib
+import venv
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WORK = REPO / ".mutation"
+EQUIVALENT = Path(__file__).with_name("mutation_equivalent.toml")
+
+# Module (under src/scrollctx) -> the narrowest tests that cover it, fastest first (-x stops at
+# the first failure, so a killed mutant usually costs one short file).
+MODULES: dict[str, list[str]] = {
+    "bench/_metrics.py": ["tests/bench/test_metrics.py"],
+    "surface/_guard.py": [
+        "tests/surface/test_guard_authorizer.py",
+        "tests/surface/test_surface_readonly.py",
+        "tests/surface/test_surface_integrity.py",
+        "tests/surface/test_surface_sql.py",
+    ],
+    "view/_eviction.py": [
+        "tests/view/test_eviction_boundaries.py",
+        "tests/view/test_eviction.py",
+    ],
+    "view/_index.py": [
+        "tests/view/test_index.py",
+        "tests/view/test_index_anchors.py",
+        "tests/view/test_carried.py",
+        "tests/view/test_eviction.py",
+    ],
+    "view/_working.py": ["tests/view"],
+    "log/_store.py": [
+        "tests/log/test_store_boundaries.py",
+        "tests/log/test_store.py",
+        "tests/log/test_integrity.py",
+        "tests/log/test_check.py",
+        "tests/log/test_read_only.py",
+        "tests/log/test_sqlite_file.py",
+        "tests/log/test_text_labels.py",
+        "tests/log/test_failures.py",
+    ],
+    "agent/_loop.py": [
+        "tests/agent/test_agent_submit.py",
+        "tests/agent/test_agent_calls.py",
+        "tests/agent/test_agent_failures.py",
+        "tests/agent/test_agent_carried_index.py",
+        "tests/agent/test_agent_sessions.py",
+    ],
+    "kernel/_host.py": ["tests/kernel"],
+    "kernel/_sandbox.py": [
+        "tests/kernel/test_sandbox.py",
+        "tests/kernel/test_namespace.py",
+        "tests/kernel/test_hostile.py",
+    ],
+    "surface/_search.py": [
+        "tests/surface/test_search_broadening.py",
+        "tests/surface/test_surface_search.py",
+        "tests/surface/test_surface_query.py",
+        "tests/surface/test_surface_broaden.py",
+        "tests/surface/test_fusion.py",
+        "tests/surface/test_surface_api.py",
+        "tests/surface/test_paper_appendix.py",
+        "tests/surface",
+    ],
+}
+
+KEPT_OPERATORS = {
+    *(f"core/ReplaceBinaryOperator_{a}_{b}" for a, b in [
+        ("Add", "Sub"), ("Sub", "Add"), ("Mul", "Div"), ("Div", "Mul"), ("FloorDiv", "Mul"),
+        ("Mod", "FloorDiv"), ("Pow", "Mul"), ("BitOr", "BitAnd"), ("BitAnd", "BitOr"),
+        ("BitXor", "BitOr"), ("LShift", "RShift"), ("RShift", "LShift"),
+    ]),
+    *(f"core/ReplaceComparisonOperator_{a}_{b}" for a, b in [
+        ("Eq", "NotEq"), ("NotEq", "Eq"), ("Is", "IsNot"), ("IsNot", "Is"),
+        ("Lt", "LtE"), ("LtE", "Lt"), ("Gt", "GtE"), ("GtE", "Gt"),
+        ("Lt", "GtE"), ("LtE", "Gt"), ("Gt", "LtE"), ("GtE", "Lt"),
+    ]),
+    "core/ReplaceUnaryOperator_Delete_Not", "core/ReplaceUnaryOperator_USub_UAdd",
+    "core/AddNot", "core/ReplaceTrueWithFalse", "core/ReplaceFalseWithTrue",
+    "core/ReplaceAndWithOr", "core/ReplaceOrWithAnd",
+    "core/ReplaceBreakWithContinue", "core/ReplaceContinueWithBreak",
+    "core/ExceptionReplacer", "core/NumberReplacer", "core/ZeroIterationForLoop",
+    "core/RemoveDecorator",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One mutant's outcome, named by what it changed."""
+
+    operator: str
+    line: int
+    before: str
+    after: str
+    outcome: str  # killed | survived | incompetent
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.operator, self.before, self.after)
+
+
+@dataclass
+class Score:
+    """A module's tally; ``equivalent`` are survivors matched in the equivalents file."""
+
+    module: str
+    mutants: list[Mutant] = field(default_factory=list)
+    equivalent: list[Mutant] = field(default_factory=list)
+
+    def count(self, outcome: str) -> int:
+        return sum(m.outcome == outcome for m in self.mutants)
+
+    @property
+    def survivors(self) -> list[Mutant]:
+        judged = {m.key for m in self.equivalent}
+        return [m for m in self.mutants if m.outcome == "survived" and m.key not in judged]
+
+    @property
+    def percent(self) -> float:
+        counted = len(self.mutants) - len(self.equivalent)
+        return 100.0 * self.count("killed") / counted if counted else 100.0
+
+    def row(self) -> str:
+        return (
+            f"| `{self.module}` | {len(self.mutants)} | {self.count('killed')} | "
+            f"{self.count('survived')} | {len(self.equivalent)} | {self.percent:.1f}% |"
+        )
+
+
+def slug(module: str) -> str:
+    return module.replace("/", "__").removesuffix(".py")
+
+
+def copy_tree(dest: Path) -> None:
+    """Copy the working tree's tracked and unignored files (edits included) to ``dest``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO, capture_output=True, check=True,
+    ).stdout.decode().split("\0")  # fmt: skip
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file() and not name.startswith(".mutation/"):
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+def make_venv(root: Path, src: Path) -> Path:
+    """A venv whose Python imports scrollctx from ``src`` and everything else from ours."""
+    env = root / "venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(env)
+    python = env / "bin" / "python"
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    ours = sysconfig.get_paths()["purelib"]
+    Path(purelib, "scrollctx_mutation.pth").write_text(
+        f"import sys; sys.dont_write_bytecode = True\n{src}\n{ours}\n"
+    )
+    scroll = env / "bin" / "scroll"
+    scroll.write_text(f"#!{python}\nimport sys\nfrom scrollctx.cli import main\nsys.exit(main())\n")
+    scroll.chmod(0o755)
+    return python
+
+
+def prepare(module: str) -> Path:
+    """Lay out ``.mutation/<module>/``: the copy, its venv, the shared data beside the copy."""
+    root = WORK / slug(module)
+    shutil.rmtree(root, ignore_errors=True)
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    copy_tree(repo)
+    shared = REPO.parent / "shared"
+    if shared.is_dir():
+        (root / "shared").symlink_to(shared)
+    make_venv(root, repo / "src")
+    return root
+
+
+def test_command(root: Path, module: str) -> list[str]:
+    python = root / "venv" / "bin" / "python"
+    return [str(python), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *MODULES[module]]
+
+
+def baseline(root: Path, module: str) -> float:
+    """Run the tests on the unmutated copy; return the seconds they took (they must pass)."""
+    start = time.monotonic()
+    done = subprocess.run(
+        test_command(root, module), cwd=root / "repo", capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"{module}: the tests fail before any mutation:\n{done.stdout[-3000:]}")
+    return time.monotonic() - start
+
+
+def write_config(root: Path, module: str, timeout: float) -> Path:
+    excluded = [
+        f"{name}$"
+        for name in subprocess.run(
+            [cosmic_ray(), "operators"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        if name not in KEPT_OPERATORS
+    ]
+    config = {
+        "module-path": str(root / "repo" / "src" / "scrollctx" / module),
+        "timeout": round(timeout, 1),
+        "excluded-modules": [],
+        "test-command": " ".join(test_command(root, module)),
+        "distributor": {"name": "local"},
+        "filters": {"operators-filter": {"exclude-operators": excluded}},
+    }
+    path = root / "cosmic-ray.toml"
+    path.write_text(json_to_toml(config))
+    return path
+
+
+def json_to_toml(config: dict[str, object]) -> str:
+    """The few shapes this config has (strings, numbers, string lists, nested tables)."""
+
+    def table(prefix: str, values: dict[str, object]) -> list[str]:
+        lines, nested = [f"[{prefix}]"], []
+        for key, value in values.items():
+            if isinstance(value, dict):
+                nested += table(f"{prefix}.{key}", value)
+            else:
+                lines.append(f"{key} = {json.dumps(value)}")
+        return lines + [""] + nested
+
+    return "\n".join(table("cosmic-ray", config)) + "\n"
+
+
+def cosmic_ray(tool: str = "cosmic-ray") -> str:
+    return str(Path(sys.executable).parent / tool)
+
+
+def run_module(module: str, resume: bool) -> Score:
+    """Mutate one module in its copy, run its tests per mutant, and score it."""
+    root = WORK / slug(module)
+    session = root / "session.sqlite"
+    if not (resume and session.is_file()):
+        root = prepare(module)
+        seconds = baseline(root, module)
+        config = write_config(root, module, 3 * seconds + 30)
+        steps: list[list[str | Path]] = [
+            [cosmic_ray(), "init", config, session],
+            [cosmic_ray("cr-filter-operators"), session, config],
+        ]
+        for argv in steps:
+            subprocess.run(argv, cwd=root / "repo", check=True, capture_output=True)
+    with (root / "exec.log").open("a") as log:
+        subprocess.run(
+            [cosmic_ray(), "exec", root / "cosmic-ray.toml", session],
+            cwd=root / "repo", check=True, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    return score(module)
+
+
+def score(module: str) -> Score:
+    """Read a module's session (results so far) and match survivors against the judged list."""
+    session = WORK / slug(module) / "session.sqlite"
+    dumped = subprocess.run(
+        [cosmic_ray(), "dump", session], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    result = Score(module)
+    for item, outcome in map(json.loads, dumped):
+        if outcome is None or outcome["worker_outcome"] not in ("normal", "exception"):
+            continue  # pending, skipped by the operator filter, or no mutation possible
+        mutation = item["mutations"][0]
+        before, after = changed_lines(outcome["diff"])
+        result.mutants.append(
+            Mutant(
+                mutation["operator_name"],
+                mutation["start_pos"][0],
+                before,
+                after,
+                outcome["test_outcome"],
+            )  # fmt: skip
+        )
+    judged = {(e["operator"], e["before"], e["after"]) for e in equivalents(module)}
+    result.equivalent = [m for m in result.mutants if m.outcome == "survived" and m.key in judged]
+    write_survivors(result)
+    return result
+
+
+def changed_lines(diff: str) -> tuple[str, str]:
+    """The removed and added lines of a mutant's diff, each stripped and joined by ' / '."""
+    lines = diff.splitlines()
+    removed = [x[1:].strip() for x in lines if x.startswith("-") and not x.startswith("---")]
+    added = [x[1:].strip() for x in lines if x.startswith("+") and not x.startswith("+++")]
+    return " / ".join(removed), " / ".join(added)
+
+
+def equivalents(module: str) -> list[dict[str, str]]:
+    if not EQUIVALENT.is_file():
+        return []
+    entries = tomllib.loads(EQUIVALENT.read_text()).get("equivalent", [])
+    return [e for e in entries if e["module"] == module]
+
+
+def write_survivors(result: Score) -> None:
+    """List the survivors nobody has judged, as line and diff, for whoever writes the tests."""
+    out = WORK / f"{slug(result.module)}.survivors.txt"
+    text = [
+        f"line {m.line} {m.operator}\n  - {m.before}\n  + {m.after}\n"
+        for m in sorted(result.survivors, key=lambda m: m.line)
+    ]
+    out.write_text("".join(text))
+
+
+def report(scores: list[Score]) -> str:
+    head = "| module | mutants | killed | survived | judged equivalent | score |\n"
+    return head + "|---|---:|---:|---:|---:|---:|\n" + "\n".join(s.row() for s in scores)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("modules", nargs="*", help="modules under src/scrollctx (default: all)")
+    parser.add_argument("--resume", action="store_true", help="finish an interrupted session")
+    parser.add_argument("--report", action="store_true", help="only print the last results")
+    args = parser.parse_args()
+    unknown = set(args.modules) - MODULES.keys()
+    if unknown:
+        parser.error(f"not in MODULES: {', '.join(sorted(unknown))}")
+    modules = args.modules or list(MODULES)
+    scores = []
+    for module in modules:
+        if args.report:
+            scores.append(score(module))
+        else:
+            scores.append(run_module(module, args.resume))
+            print(scores[-1].row(), flush=True)
+    print(report(scores))
+    print(f"survivors not judged equivalent: {WORK}/<module>.survivors.txt")
+    sys.exit(0 if all(s.percent >= 85 for s in scores) else 1)
+
+
+if __name__ == "__main__":
+    main()
