@@ -119,6 +119,7 @@ def test_mean_scores_averages_key_by_key() -> None:
     rows = [{"mrr": 1.0, "x": 0.0}, {"mrr": 0.5, "x": 1.0}]
     assert mean_scores(rows) == {"mrr": 0.75, "x": 0.5}
     assert mean_scores([]) == {}
+    assert mean_scores([{"mrr": 0.25}]) == {"mrr": 0.25}  # one question is its own mean
 
 
 def test_differences_are_paired_per_question_and_means_by_group() -> None:
