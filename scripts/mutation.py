@@ -55,6 +55,7 @@ EQUIVALENT = Path(__file__).with_name("mutation_equivalent.toml")
 MODULES: dict[str, list[str]] = {
     "bench/_metrics.py": ["tests/bench/test_metrics.py"],
     "surface/_guard.py": [
+        "tests/surface/test_guard_connection.py",
         "tests/surface/test_guard_authorizer.py",
         "tests/surface/test_surface_readonly.py",
         "tests/surface/test_surface_integrity.py",
@@ -70,7 +71,15 @@ MODULES: dict[str, list[str]] = {
         "tests/view/test_carried.py",
         "tests/view/test_eviction.py",
     ],
-    "view/_working.py": ["tests/view"],
+    "view/_working.py": [
+        "tests/view/test_eviction_boundaries.py",
+        "tests/view/test_eviction.py",
+        "tests/view/test_render.py",
+        "tests/view/test_replay.py",
+        "tests/view/test_surface_contract.py",
+        "tests/view/test_carried.py",
+        "tests/view/test_restore_process.py",
+    ],
     "log/_store.py": [
         "tests/log/test_store_boundaries.py",
         "tests/log/test_store.py",

@@ -101,7 +101,10 @@ def test_a_file_that_is_not_a_store_is_an_integrity_error(tmp_path: Path) -> Non
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE t(x)")
     before = {p.name: p.read_bytes() for p in (junk, other)}
-    for path in (junk, other):
-        with pytest.raises(IntegrityError):
+    for path, message in (
+        (junk, "junk.db is not a usable Event Log: file is not a database"),
+        (other, "other.db is a SQLite database but not a scrollctx store"),
+    ):
+        with pytest.raises(IntegrityError, match=message):
             open_surface(path)
     assert {p.name: p.read_bytes() for p in (junk, other)} == before

@@ -1,0 +1,81 @@
+"""The guarded connection behind ``ms``: opening a bad store, threads, Ctrl-C inside SQLite."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from scrollctx.errors import StoreError
+from scrollctx.surface import _guard, open_surface
+
+# Enough rows that SQLite calls the progress handler many times (it runs every 2000 VM steps).
+LONG_QUERY = (
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 200000) "
+    "SELECT count(*) AS c FROM n"
+)
+
+
+def test_a_store_from_before_checksums_asks_for_the_upgrade(tmp_path: Path) -> None:
+    # Exactly the two tables a store has always had, without the checksum column: an old
+    # store (not a foreign database), so the message names the upgrade command.
+    path = tmp_path / "history.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE conversation_history(seq INTEGER PRIMARY KEY, content TEXT)")
+        conn.execute("CREATE TABLE _meta(key TEXT, value TEXT)")  # no index: two names only
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="written by an older scrollctx.*scroll doctor --upgrade"):
+        open_surface(path)
+    assert path.read_bytes() == before
+
+
+def test_a_store_sqlite_cannot_open_read_only_says_so(own_store: Path) -> None:
+    # A directory where the write-ahead log should be: SQLite cannot open the store at all
+    # (SQLITE_CANTOPEN, none of the known failures), which is a StoreError naming the file.
+    conn = sqlite3.connect(own_store)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    conn.close()  # the last connection out checkpoints and removes the -wal file
+    Path(f"{own_store}-wal").mkdir()
+    with pytest.raises(
+        StoreError, match=rf"cannot open {own_store} read-only: unable to open database file"
+    ):
+        open_surface(own_store)
+
+
+def test_the_surface_answers_from_another_thread(store_path: Path) -> None:
+    # The MCP server and the inspector open ms once and serve it from worker threads.
+    with open_surface(store_path) as ms, ThreadPoolExecutor(1) as pool:
+        here = [row["seq"] for row in ms.search("tolls")]
+        there = pool.submit(lambda: [row["seq"] for row in ms.search("tolls")]).result()
+    assert there == here and here
+
+
+class CtrlCClock:
+    """The deadline's clock, raising KeyboardInterrupt from its second reading on: the first
+    arms the deadline, later ones run inside SQLite's progress handler, as a Ctrl-C arriving
+    mid-statement would."""
+
+    def __init__(self) -> None:
+        self.readings = 0
+
+    def monotonic(self) -> float:
+        self.readings += 1
+        if self.readings >= 2:
+            raise KeyboardInterrupt
+        return time.monotonic()
+
+
+def test_ctrl_c_inside_a_statement_reaches_the_caller(
+    store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_surface(store_path) as ms:
+        clock = CtrlCClock()
+        monkeypatch.setattr(_guard, "time", clock)
+        with pytest.raises(KeyboardInterrupt):
+            ms.sql_query(LONG_QUERY)
+        assert clock.readings == 2  # raised in the handler, and SQLite stopped there
+        monkeypatch.undo()
+        assert ms.sql_query(LONG_QUERY)[0]["c"] == 200_000  # the connection still works
