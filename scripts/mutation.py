@@ -34,6 +34,7 @@ before and after; the others are written to ``.mutation/<module>.survivors.txt``
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import shutil
 import sqlite3
@@ -141,6 +142,7 @@ class Mutant:
 
     operator: str
     line: int
+    column: int
     before: str
     after: str
     outcome: str  # killed | survived | incompetent
@@ -339,19 +341,61 @@ def score(module: str) -> Score:
             continue  # pending, skipped by the operator filter, or no mutation possible
         mutation = item["mutations"][0]
         before, after = changed_lines(outcome["diff"])
+        line, column = mutation["start_pos"]
         result.mutants.append(
-            Mutant(
-                mutation["operator_name"],
-                mutation["start_pos"][0],
-                before,
-                after,
-                outcome["test_outcome"],
-            )  # fmt: skip
+            Mutant(mutation["operator_name"], line, column, before, after, outcome["test_outcome"])
         )
     judged = {(e["operator"], e["before"], e["after"]) for e in equivalents(module)}
-    result.equivalent = [m for m in result.mutants if m.outcome == "survived" and m.key in judged]
+    annotations = annotation_spans(REPO / "src" / "scrollctx" / module)
+    result.equivalent = [
+        m
+        for m in result.mutants
+        if m.outcome == "survived"
+        and (m.key in judged or any(lo <= (m.line, m.column) < hi for lo, hi in annotations))
+    ]
     write_survivors(result)
     return result
+
+
+def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """Where ``path``'s type annotations are, as (line, character) ranges.
+
+    Every module here starts with ``from __future__ import annotations``, so an annotation is
+    a string nobody evaluates at run time: a mutant inside one (``X | None`` to ``X & None``)
+    is equivalent by construction and is counted so without a listing of its own.
+    """
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    if not any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "__future__"
+        and any(alias.name == "annotations" for alias in node.names)
+        for node in tree.body
+    ):
+        return []
+    lines = source.splitlines()
+
+    def position(line: int, byte: int) -> tuple[int, int]:
+        return line, len(lines[line - 1].encode()[:byte].decode())
+
+    spans = []
+    for node in ast.walk(tree):
+        found: list[ast.expr | None] = []
+        if isinstance(node, ast.arg):
+            found.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            found.append(node.annotation)
+        for annotation in filter(None, found):
+            assert annotation.end_lineno is not None and annotation.end_col_offset is not None
+            spans.append(
+                (
+                    position(annotation.lineno, annotation.col_offset),
+                    position(annotation.end_lineno, annotation.end_col_offset),
+                )
+            )
+    return spans
 
 
 def changed_lines(diff: str) -> tuple[str, str]:

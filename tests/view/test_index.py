@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrollctx.view import EvictionIndex, IndexBlock, IndexLine
+from scrollctx.view._index import clip_line
 
 
 def _block(lo: int, widths: list[int], user_every: int = 3) -> IndexBlock:
@@ -83,6 +84,9 @@ def test_data_round_trip_renders_identically() -> None:
         index.add(block, 4)
         lo = block.hi + 1
     data = index.to_data({"live_from": lo, "pinned": [], "folded": []})
+    # 11 evictions of 4 events; with k = 4, tier 0 rolls up at the 4th, 7th and 10th.
+    assert data["version"] == 1
+    assert data["counters"] == {"evictions": 11, "rollups": 3, "evicted_events": 44}
     again = EvictionIndex.from_data(data)
     assert again.render() == index.render()
     assert again.to_data() == index.to_data()
@@ -107,3 +111,40 @@ def test_block_count_after_many_evictions(k: int, n: int) -> None:
         index.add(_block(3 * i + 1, [1, 1]), 2)
     assert index.block_count() <= bound(k, n)
     assert len(index.tiers) <= math.ceil(math.log(n, k - 1)) + 1
+
+
+def test_add_returns_the_roll_ups_it_did() -> None:
+    # k = 3: a full tier keeps its newest block, so tier 0 rolls up at the 3rd addition and
+    # then at every 2nd; tier 1 gets one block per roll-up and rolls up itself at its 3rd
+    # (the 7th addition, two roll-ups at once).
+    index = EvictionIndex(3, "s")
+    returned = [index.add(_block(10 * i + 1, [1]), 1) for i in range(9)]
+    assert returned == [0, 0, 1, 0, 1, 0, 2, 0, 1]
+    assert index.counters == {"evictions": 9, "rollups": 5, "evicted_events": 9}
+
+
+def test_index_lines_are_clipped_to_200_characters() -> None:
+    assert clip_line("x" * 200) == "x" * 200
+    assert clip_line("x" * 201) == "x" * 199 + "…"
+    assert clip_line("a  b\n c") == "a b c"
+
+
+def test_a_rolled_up_line_keeps_90_characters_of_its_first_and_last_text() -> None:
+    # What was done, not what was asked: the request travels as an anchor instead.
+    first, last = "a" * 90, "b" * 91
+    request = IndexLine(1, 1, "user", "user: please", [{"seq": 1, "text": "please"}], 1)
+    lines = [
+        IndexLine(2, 2, "turn", first),
+        IndexLine(3, 3, "turn", "x"),
+        IndexLine(5, 5, "turn", last),
+    ]
+    rolled = IndexBlock([request, *lines]).collapse()
+    assert rolled.text == first + " … " + "b" * 89 + "…"
+    assert (rolled.anchors, rolled.anchor_count) == ([{"seq": 1, "text": "please"}], 1)
+
+
+@pytest.mark.parametrize("count,suffix", [(2, ""), (3, " (+1 more)"), (7, " (+5 more)")])
+def test_a_roll_up_says_how_many_requests_it_does_not_show(count: int, suffix: str) -> None:
+    anchors = [{"seq": 1, "text": "first"}, {"seq": 9, "text": "newest"}]
+    line = IndexLine(1, 9, "rollup", "did things", anchors, count)
+    assert line.render().endswith(f'user asked: seq 1 "first"; seq 9 "newest"{suffix}')
