@@ -48,6 +48,10 @@ WRITES = [
     "INSERT INTO temp.scratch VALUES (1)",
     "UPDATE temp.scratch SET a = 2",
     "DELETE FROM temp.scratch",
+    # main's schema is the one write let through (FTS5 declares itself there); not its tables,
+    # and not the log's schema
+    "INSERT INTO main.planted VALUES (1)",
+    "UPDATE hist.sqlite_master SET sql = sql WHERE name = 'no such object'",
 ]
 ATTACH = [
     "ATTACH DATABASE '{folder}/other.db' AS other",
@@ -82,6 +86,8 @@ def _connect(db: Path, *, guarded: bool) -> sqlite3.Connection:
     conn.execute("ATTACH DATABASE ? AS hist", (str(db),))
     conn.execute("CREATE TEMP TABLE scratch(a)")  # made before the authorizer, to write to
     conn.execute("INSERT INTO temp.scratch VALUES (0)")
+    conn.execute("CREATE TABLE main.planted(a)")
+    conn.execute("PRAGMA writable_schema = ON")  # so that writing hist's schema would run
     # Functions some SQLite builds have (the shell's fileio; load_extension where extension
     # loading is enabled, which this Python's may not be), given to this connection for real --
     # a user function of the same name replaces a built-in -- so the rule that denies them by
