@@ -63,6 +63,7 @@ MODULES: dict[str, list[str]] = {
         "tests/surface/test_surface_sql.py",
     ],
     "view/_eviction.py": [
+        "tests/view/test_eviction_lines.py",
         "tests/view/test_eviction_boundaries.py",
         "tests/view/test_eviction.py",
     ],
@@ -313,7 +314,7 @@ def run_module(module: str, resume: bool, rerun_survivors: bool = False) -> Scor
 
 
 def forget_survivors(root: Path, module: str) -> None:
-    """Refresh the copy's tests from this checkout and mark the survivors pending again.
+    """Refresh the copy's tests and selection from this checkout; mark the survivors pending.
 
     Only for new or tightened tests: the module itself must be unchanged since the session was
     made, or the recorded mutants would no longer be this code's mutants.
@@ -325,6 +326,8 @@ def forget_survivors(root: Path, module: str) -> None:
     shutil.copytree(
         REPO / "tests", root / "repo" / "tests", ignore=shutil.ignore_patterns("__pycache__")
     )
+    config = tomllib.loads((root / "cosmic-ray.toml").read_text())["cosmic-ray"]
+    write_config(root, module, config["timeout"])  # this checkout's test selection
     with sqlite3.connect(root / "session.sqlite") as db:
         db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
 
