@@ -46,6 +46,7 @@ import tomllib
 import venv
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 WORK = REPO / ".mutation"
@@ -69,6 +70,7 @@ MODULES: dict[str, list[str]] = {
     ],
     "view/_index.py": [
         "tests/view/test_index.py",
+        "tests/view/test_eviction_lines.py",
         "tests/view/test_index_anchors.py",
         "tests/view/test_carried.py",
         "tests/view/test_eviction.py",
@@ -83,6 +85,7 @@ MODULES: dict[str, list[str]] = {
         "tests/view/test_restore_process.py",
     ],
     "log/_store.py": [
+        *("-k", "not postgresql"),  # the PostgreSQL store is log/_postgres.py, not this module
         "tests/log/test_store_boundaries.py",
         "tests/log/test_store.py",
         "tests/log/test_integrity.py",
@@ -160,14 +163,14 @@ class Score:
     module: str
     mutants: list[Mutant] = field(default_factory=list)
     equivalent: list[Mutant] = field(default_factory=list)
+    why: dict[Mutant, str] = field(default_factory=dict)
 
     def count(self, outcome: str) -> int:
         return sum(m.outcome == outcome for m in self.mutants)
 
     @property
     def survivors(self) -> list[Mutant]:
-        judged = {m.key for m in self.equivalent}
-        return [m for m in self.mutants if m.outcome == "survived" and m.key not in judged]
+        return [m for m in self.mutants if m.outcome == "survived" and m not in self.why]
 
     @property
     def percent(self) -> float:
@@ -348,16 +351,25 @@ def score(module: str) -> Score:
         result.mutants.append(
             Mutant(mutation["operator_name"], line, column, before, after, outcome["test_outcome"])
         )
-    judged = {(e["operator"], e["before"], e["after"]) for e in equivalents(module)}
+    judged = equivalents(module)
     annotations = annotation_spans(REPO / "src" / "scrollctx" / module)
-    result.equivalent = [
-        m
-        for m in result.mutants
-        if m.outcome == "survived"
-        and (m.key in judged or any(lo <= (m.line, m.column) < hi for lo, hi in annotations))
-    ]
+    for m in result.mutants:
+        if m.outcome != "survived":
+            continue
+        if any(lo <= (m.line, m.column) < hi for lo, hi in annotations):
+            result.why[m] = ANNOTATION
+            continue
+        for entry in judged:
+            if (entry["operator"], entry["before"], entry["after"]) == m.key and entry.get(
+                "line", m.line
+            ) == m.line:
+                result.why[m] = entry["why"]
+    result.equivalent = list(result.why)
     write_survivors(result)
     return result
+
+
+ANNOTATION = "inside a type annotation, which is never evaluated"
 
 
 def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
@@ -409,7 +421,7 @@ def changed_lines(diff: str) -> tuple[str, str]:
     return " / ".join(removed), " / ".join(added)
 
 
-def equivalents(module: str) -> list[dict[str, str]]:
+def equivalents(module: str) -> list[dict[str, Any]]:
     if not EQUIVALENT.is_file():
         return []
     entries = tomllib.loads(EQUIVALENT.read_text()).get("equivalent", [])
@@ -429,6 +441,25 @@ def write_survivors(result: Score) -> None:
 def report(scores: list[Score]) -> str:
     head = "| module | mutants | killed | survived | judged equivalent | score |\n"
     return head + "|---|---:|---:|---:|---:|---:|\n" + "\n".join(s.row() for s in scores)
+
+
+def equivalents_markdown(scores: list[Score]) -> str:
+    """Each module's survivors judged equivalent, with why (annotation mutants counted)."""
+    out = []
+    for result in scores:
+        listed = sorted(
+            (m for m in result.equivalent if result.why[m] != ANNOTATION), key=lambda m: m.line
+        )
+        annotated = len(result.equivalent) - len(listed)
+        out.append(f"\n### `{result.module}`\n")
+        out += [f"- line {m.line}, `{m.before}` → `{m.after}`: {result.why[m]}" for m in listed]
+        if annotated:
+            out.append(
+                f"- {annotated} mutant(s) {ANNOTATION} (`from __future__ import annotations`)."
+            )
+        if not result.equivalent:
+            out.append("- none")
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -454,6 +485,8 @@ def main() -> None:
             scores.append(run_module(module, args.resume, args.rerun_survivors))
             print(scores[-1].row(), flush=True)
     print(report(scores))
+    if args.report:
+        print(equivalents_markdown(scores))
     print(f"survivors not judged equivalent: {WORK}/<module>.survivors.txt")
     sys.exit(0 if all(s.percent >= 85 for s in scores) else 1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scrollctx.view._eviction import build_block, group_turns
+from scrollctx.view._eviction import build_block, fold_stub, group_turns, protected_suffix
 from scrollctx.view._turns import Turn
 
 
@@ -48,3 +48,39 @@ def test_a_large_eviction_merges_neighbouring_lines_keeping_every_request() -> N
     ]
     assert [anchor["seq"] for line in block.lines for anchor in line.anchors] == list(range(1, 10))
     assert [line.anchor_count for line in block.lines] == [2, 2, 2, 2, 1]
+
+
+def test_a_request_is_indexed_by_its_label_when_it_has_one() -> None:
+    turns = [
+        _turn("user", 1, "a long pasted request " * 20, label="summarise the pasted report"),
+        _turn("user", 2, ""),
+    ]
+    block = build_block(turns, group_turns(turns))
+    assert [line.text for line in block.lines] == [
+        "user: summarise the pasted report",
+        "user: (empty message)",
+    ]
+
+
+def test_a_fold_stub_previews_the_start_of_the_output() -> None:
+    # The preview is cut from the output's first 400 characters (never the whole output,
+    # which may be megabytes), whitespace collapsed, at most 80 characters shown.
+    blank_start = _turn("tool", 7, " " * 400 + "late words", tool_call_id="c1")
+    assert fold_stub(blank_start) == (
+        "[tool output folded: 410 chars at seq 7; ms.expand(7) returns it in full] "
+    )
+    wordy = _turn("tool", 8, "word " * 100, tool_call_id="c2")
+    assert fold_stub(wordy).endswith("in full] " + "word " * 16 + "…")  # 80 characters
+
+
+def test_an_anchor_keeps_the_first_100_characters_of_a_request() -> None:
+    turns = [_turn("user", 1, "x" * 150)]
+    [line] = build_block(turns, group_turns(turns)).lines
+    assert line.anchors == [{"seq": 1, "text": "x" * 100}]
+
+
+def test_a_tail_longer_than_the_view_protects_all_of_it() -> None:
+    turns = [_turn("user", 1, "first"), _turn("assistant", 2, "reply")]
+    groups = group_turns(turns)
+    assert protected_suffix(turns, groups, tail_groups=5, keep_results=0) == 0
+    assert protected_suffix(turns, groups, tail_groups=1, keep_results=0) == 1

@@ -148,3 +148,38 @@ def test_a_roll_up_says_how_many_requests_it_does_not_show(count: int, suffix: s
     anchors = [{"seq": 1, "text": "first"}, {"seq": 9, "text": "newest"}]
     line = IndexLine(1, 9, "rollup", "did things", anchors, count)
     assert line.render().endswith(f'user asked: seq 1 "first"; seq 9 "newest"{suffix}')
+
+
+def test_a_line_over_several_sessions_says_where_each_starts() -> None:
+    one = [{"n": 3, "seq": 10, "date": "2024-03-05"}]
+    two = [{"n": 3, "seq": 10, "date": "2024-03-05"}, {"n": 4, "seq": 14, "date": "2024-03-09"}]
+    undated = [{"n": 3, "seq": 10, "date": "2024-03-05"}, {"n": 4, "seq": 14}]
+    assert IndexLine(10, 12, "turn", "did", sessions=one).render() == (
+        "  · seq 10-12  [Session 3 | 2024-03-05] did"
+    )
+    assert IndexLine(10, 16, "turn", "did", sessions=two).render() == (
+        "  · seq 10-16  Sessions 3-4 (2024-03-05 … 2024-03-09): did\n"
+        "      sessions start at: S3@10 S4@14"
+    )
+    assert (
+        IndexLine(10, 16, "turn", "did", sessions=undated)
+        .render()
+        .startswith("  · seq 10-16  Sessions 3-4: did\n")
+    )
+
+
+def test_a_request_line_renders_without_an_anchor_list() -> None:
+    line = IndexLine(4, 4, "user", "user: book it", [{"seq": 4, "text": "book it"}], 1)
+    assert line.render() == "  · seq 4  user: book it"
+
+
+def test_an_index_saved_before_a_counter_existed_loads_it_as_zero() -> None:
+    index = EvictionIndex(3, "s")
+    index.add(_block(1, [1]), 1)
+    data = index.to_data()
+    del data["counters"]["evicted_events"]
+    assert EvictionIndex.from_data(data).counters == {
+        "evictions": 1,
+        "rollups": 0,
+        "evicted_events": 0,
+    }
