@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -264,7 +265,7 @@ def write_config(root: Path, module: str, timeout: float) -> Path:
         "module-path": str(root / "repo" / "src" / "scrollctx" / module),
         "timeout": round(timeout, 1),
         "excluded-modules": [],
-        "test-command": " ".join(test_command(root, module)),
+        "test-command": shlex.join(test_command(root, module)),  # cosmic-ray shlex.splits it
         "distributor": {"name": "local"},
         "filters": {"operators-filter": {"exclude-operators": excluded}},
     }
@@ -345,6 +346,8 @@ def score(module: str) -> Score:
     for item, outcome in map(json.loads, dumped):
         if outcome is None or outcome["worker_outcome"] not in ("normal", "exception"):
             continue  # pending, skipped by the operator filter, or no mutation possible
+        if any(sign in (outcome["output"] or "") for sign in HARNESS_FAILURES):
+            sys.exit(f"{module}: a mutant's test run did not run the tests:\n{outcome['output']}")
         mutation = item["mutations"][0]
         before, after = changed_lines(outcome["diff"])
         line, column = mutation["start_pos"]
@@ -370,6 +373,8 @@ def score(module: str) -> Score:
 
 
 ANNOTATION = "inside a type annotation, which is never evaluated"
+# What pytest prints when the command itself is wrong: such a run "kills" every mutant.
+HARNESS_FAILURES = ("ERROR: file or directory not found", "no tests ran", "error: unrecognized")
 
 
 def annotation_spans(path: Path) -> list[tuple[tuple[int, int], tuple[int, int]]]:
