@@ -102,6 +102,22 @@ def test_torn_database_page_fails_quick_check(store_dir: Path) -> None:
             log.count()
 
 
+def test_a_torn_page_found_by_a_read_is_an_integrity_error(store_dir: Path) -> None:
+    # Opened without verify=True: the damage shows only when a read reaches the page, here
+    # the one holding row 150 (found by its text in the file, then its page header torn).
+    path = store_dir / "history.db"
+    with EventLog.open(path) as log:
+        log.append_many(_turn(f"row {n} " + "padding " * 200) for n in range(1, 301))
+        log.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    page = data.index(b"row 150 ") // 4096 * 4096
+    data[page : page + 8] = b"\xff" * 8
+    path.write_bytes(bytes(data))
+    with EventLog.open(path) as log:
+        with pytest.raises(IntegrityError, match=f"{path} is corrupt \\(read failed: "):
+            log.span(1, 300)
+
+
 # The layout stores had before the writer indexed per batch (a per-row trigger, the log table as
 # the FTS content). Written out here because the code that made it is gone.
 _OLD_LAYOUT = """

@@ -1,7 +1,13 @@
-"""The Event Log at its edges: a dedup key repeated inside one batch, the payload threshold."""
+"""The Event Log at its edges: dedup keys in one batch, the payload threshold, new folders,
+embedding marks, refused reads."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from scrollctx.errors import StoreError, UsageError
 from scrollctx.log import EventLog, Kind, NewEvent
 
 
@@ -30,3 +36,29 @@ def test_content_of_exactly_the_threshold_stays_inline_one_byte_more_is_a_payloa
     assert inline.payload_sha256 is None and inline.content == "é" * (limit // 2)
     assert external.payload_sha256 is not None and external.payload_size == limit + 1
     assert event_log.full_text(external) == "x" * (limit + 1)
+
+
+def test_a_store_in_a_missing_nested_folder_is_created(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "history.db"
+    with EventLog.open(path) as log:
+        log.append(_event("hello"))
+    assert path.is_file()
+
+
+def test_an_embedding_mark_starts_at_zero_and_only_moves_forward(event_log: EventLog) -> None:
+    event_log.append_many([_event("one"), _event("two"), _event("three")])
+    assert event_log.embedded_through("m") == 0
+    vector = bytes(8)  # two float32 components
+    event_log.append_embeddings("m", 2, 2, [(1, 0, vector), (2, 0, vector)])
+    assert event_log.embedded_through("m") == 2
+    with pytest.raises(UsageError, match="m is already embedded through seq 2; refusing to move"):
+        event_log.append_embeddings("m", 2, 2, [])
+    event_log.append_embeddings("m", 2, 3, [(3, 0, vector)])
+    assert event_log.embedded_through("m") == 3
+
+
+def test_a_read_the_database_refuses_is_a_store_error_naming_the_file(
+    event_log: EventLog,
+) -> None:
+    with pytest.raises(StoreError, match=f"read on {event_log.path} failed: no such table: nope"):
+        event_log.execute("SELECT * FROM nope")
