@@ -81,10 +81,14 @@ def test_foreign_or_corrupt_file_is_reported_not_replaced(store_dir: Path, conte
 def test_other_sqlite_database_is_not_taken_over(store_dir: Path) -> None:
     path = store_dir / "history.db"
     conn = sqlite3.connect(path)
-    conn.execute("CREATE TABLE invoices (id INTEGER)")
+    for name in ("invoices", "orders", "clients", "b", "a", "z", "m"):
+        conn.execute(f"CREATE TABLE {name} (id INTEGER)")
     conn.commit()
     conn.close()
-    with pytest.raises(IntegrityError, match="not a scrollctx store"):
+    # The message names the first five tables in order, enough to recognise the database.
+    with pytest.raises(
+        IntegrityError, match=r"not a scrollctx store \(tables: a, b, clients, invoices, m\);"
+    ):
         EventLog.open(path)
 
 

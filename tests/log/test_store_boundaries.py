@@ -26,6 +26,14 @@ def test_a_dedup_key_repeated_inside_one_batch_is_appended_once(event_log: Event
     assert event_log.count() == 2
 
 
+def test_dedup_keys_are_recognised_in_a_batch_of_more_than_500(event_log: EventLog) -> None:
+    # The log looks existing keys up 500 at a time: every key of every chunk must be found.
+    batch = [_event(f"record {n}", f"key-{n}") for n in range(1201)]
+    first = event_log.append_many(batch)
+    again = event_log.append_many([_event(f"re-import {n}", f"key-{n}") for n in range(1201)])
+    assert again == first and event_log.count() == 1201
+
+
 def test_content_of_exactly_the_threshold_stays_inline_one_byte_more_is_a_payload(
     event_log: EventLog,
 ) -> None:

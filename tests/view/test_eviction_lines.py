@@ -13,7 +13,7 @@ def _turn(role: str, seq: int, text: str, **fields: Any) -> Turn:
 
 
 def test_each_request_is_one_anchor_and_an_exchange_names_its_calls() -> None:
-    call = {"type": "call", "id": "c1", "name": "search", "args": {"q": "invoice"}}
+    call = {"type": "call", "id": "c1", "name": "search", "args": {"q": "invoice " * 10}}
     turns = [
         _turn("user", 1, "find the invoice"),
         _turn("assistant", 2, "", label="Looking.", blocks=[call]),
@@ -23,7 +23,8 @@ def test_each_request_is_one_anchor_and_an_exchange_names_its_calls() -> None:
     block = build_block(turns, group_turns(turns))
     assert [(line.lo, line.hi, line.kind, line.text) for line in block.lines] == [
         (1, 1, "user", "user: find the invoice"),
-        (2, 3, "turn", "Looking. [called search({'q': 'invoice'}); 1 result(s)]"),
+        # the call's arguments shown up to 60 characters
+        (2, 3, "turn", f"Looking. [called search({str(call['args'])[:60]}); 1 result(s)]"),
         (4, 4, "user", "user: thanks"),
     ]
     requests = [(line.anchors, line.anchor_count) for line in block.lines if line.kind == "user"]
@@ -65,9 +66,9 @@ def test_a_request_is_indexed_by_its_label_when_it_has_one() -> None:
 def test_a_fold_stub_previews_the_start_of_the_output() -> None:
     # The preview is cut from the output's first 400 characters (never the whole output,
     # which may be megabytes), whitespace collapsed, at most 80 characters shown.
-    blank_start = _turn("tool", 7, " " * 400 + "late words", tool_call_id="c1")
+    blank_start = _turn("tool", 7, " " * 399 + "late words", tool_call_id="c1")
     assert fold_stub(blank_start) == (
-        "[tool output folded: 410 chars at seq 7; ms.expand(7) returns it in full] "
+        "[tool output folded: 409 chars at seq 7; ms.expand(7) returns it in full] l"
     )
     wordy = _turn("tool", 8, "word " * 100, tool_call_id="c2")
     assert fold_stub(wordy).endswith("in full] " + "word " * 16 + "…")  # 80 characters
