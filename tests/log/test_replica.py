@@ -6,6 +6,7 @@ opens; every check reads it the way ``ms`` does.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -96,8 +97,38 @@ def test_a_replica_ahead_of_its_source_is_rebuilt(
     with shared.replica.log.atomic() as conn:
         conn.execute("UPDATE sqlite_sequence SET seq = 99 WHERE name = 'conversation_history'")
     result = shared.replica.sync()
-    assert result.rebuilt is not None and "ahead of the source" in result.rebuilt
+    assert result.rebuilt is not None and "is ahead of it" in result.rebuilt
     assert result.last_seq == 2
+
+
+def test_a_source_restored_from_an_older_backup_then_written_is_replicated_anew(
+    postgres_server: object, postgres_url: str, tmp_path: Path
+) -> None:
+    # pg_dump after two rows, two more rows reach the replica, the database is restored from
+    # the dump and three new rows take seqs 3-5: the replica must not keep the lost 3 and 4.
+    from postgres_server import PostgresServer
+
+    assert isinstance(postgres_server, PostgresServer)
+    dump, name = tmp_path / "backup.dump", postgres_url.rsplit("/", 1)[1]
+    replica = tmp_path / "host" / "history.db"
+    with PostgresEventStore.open(postgres_url, replica_path=replica) as store:
+        store.append_many([turn("one"), turn("two")])
+        subprocess.run([str(postgres_server.bindir / "pg_dump"), "-Fc", "-f", str(dump),
+                        postgres_url], check=True)  # fmt: skip
+        store.append_many([turn("three, lost"), turn("four, lost")])
+        assert store.replica.sync().rebuilt is None
+        assert store.replica.sync().rebuilt is None  # an unchanged source: no rebuild
+    with postgres_server.admin() as admin:
+        admin.execute(f"DROP DATABASE {name}")
+        admin.execute(f"CREATE DATABASE {name}")
+    subprocess.run([str(postgres_server.bindir / "pg_restore"), "-d", postgres_url, str(dump)],
+                   check=True)  # fmt: skip
+    with PostgresEventStore.open(postgres_url, replica_path=replica) as store:
+        store.append_many([turn("three"), turn("four"), turn("five")])
+        result = store.replica.sync()
+        assert result.rebuilt is not None and "restored from an older backup" in result.rebuilt
+        contents = [e.content for e in store.replica.log.span(1, 5)]
+        assert contents == ["one", "two", "three", "four", "five"]
 
 
 def test_a_real_store_in_the_replica_path_is_refused_not_deleted(

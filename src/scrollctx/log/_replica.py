@@ -12,11 +12,15 @@ How :meth:`Replica.sync` works:
    damaged (fails to open as a store) is deleted and rebuilt from scratch, with a warning,
    since it is a cache of the shared log, which is intact. A healthy store that holds events
    but no replica marker was put there by hand: refused, never deleted.
-2. If the file replicates another log (its ``replica_of`` is not the source's ``store_id``) or
-   is ahead of the source (the source was restored from an older backup), rebuild it.
+2. If the file replicates another log (its ``replica_of`` is not the source's ``store_id``),
+   rebuild it.
 3. Copy pages of ``seq > last`` in seq order: payloads first (content-addressed files), then
-   the rows in one SQLite transaction per page, indexed for search in that transaction. The
-   cost is proportional to the new rows; a sync with nothing new is one query to the source.
+   the rows in one SQLite transaction per page, indexed for search in that transaction. Each
+   page is read from ``last`` itself, and the replica's last row must equal the source's row
+   at that seq; if the source has no such row or another one (it was restored from an older
+   backup, then written again), the replica is rebuilt, never left holding rows the source
+   lost. The cost is proportional to the new rows; a sync with nothing new is one query to
+   the source.
 
 Why ``seq > last`` never misses a row: the source guarantees monotonic visibility (a reader
 that has seen seq N never later finds a new row below N; see ``_postgres``), so everything
@@ -87,11 +91,11 @@ class Replica:
         rebuilt: str | None = None
         if self._log is None:
             self._log, rebuilt = self._open()
-        head = self.source.last_seq()
-        if self._log.last_seq() > head:
-            rebuilt = f"it was ahead of the source (seq {self._log.last_seq()} > {head})"
-            self._rebuild(rebuilt)
         try:
+            added = self._copy_new()
+        except _Diverged as exc:
+            rebuilt = str(exc)
+            self._rebuild(rebuilt)
             added = self._copy_new()
         except IntegrityError as exc:  # the file was damaged while in use
             rebuilt = f"it was damaged ({exc})"
@@ -123,7 +127,15 @@ class Replica:
         log = self.log
         with log.atomic():
             # Inside the write lock: another process may have synced meanwhile.
-            events = self.source.events_after(log.last_seq(), PAGE_ROWS)
+            last = log.last_seq()
+            events = self.source.events_after(max(last - 1, 0), PAGE_ROWS + 1)
+            if last:
+                if not events or events[0].seq != last or log.events([last]) != events[:1]:
+                    raise _Diverged(
+                        f"its event at seq {last} is not the source's (the source was restored "
+                        "from an older backup, or the file is ahead of it)"
+                    )
+                events = events[1:]
             for event in events:
                 sha = event.payload_sha256
                 if sha is not None and not log.payloads.has(sha):
@@ -173,6 +185,10 @@ class Replica:
         _log.warning("rebuilding the replica %s from scratch: %s", self.path, reason)
         for suffix in ("", "-wal", "-shm", "-journal"):
             self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+
+
+class _Diverged(Exception):
+    """The replica holds a row the source does not (the message says which)."""
 
 
 def _marker(log: EventLog) -> str | None:
