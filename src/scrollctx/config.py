@@ -88,9 +88,16 @@ def replica_name(url: str) -> str:
     """Return the folder name of this host's replica of the log at ``url``.
 
     The same database reached as another user shares the replica; another database never does.
+
+    Raises:
+        ConfigError: the URL's port is not a number from 0 to 65535.
     """
     parts = urlsplit(url)
-    where = f"{parts.hostname or ''}:{parts.port or ''}{parts.path}?{parts.query}"
+    try:
+        port = parts.port
+    except ValueError as exc:  # the message names the port only, never the password
+        raise ConfigError(f"the store URL's port is not a number from 0 to 65535 ({exc})") from None
+    where = f"{parts.hostname or ''}:{port or ''}{parts.path}?{parts.query}"
     digest = hashlib.sha256(where.encode("utf-8")).hexdigest()[:12]
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", parts.path.strip("/"))[:40] or "postgres"
     return f"{name}-{digest}"

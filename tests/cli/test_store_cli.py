@@ -120,6 +120,27 @@ def test_vectors_need_a_folder_store_and_say_so(command: list[str], capsys: Capt
     assert "needs a folder store" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("postgresql://writer:pw%zzcr3t@127.0.0.1:1/team", 'invalid percent-encoded token: "***"'),
+        ("postgresql://writer@127.0.0.1:1/team?password=pw%zzcr3t", "percent-encoded token"),
+        ("postgresql://writer:cr3t@127.0.0.1:1/team?passwrd=x", 'query parameter: "passwrd"'),
+        ("postgresql://writer:pw@cr3t@127.0.0.1:1/team", "write it as %40"),
+        ("postgresql://writer:cr3t@127.0.0.1:port/team", "port is not a number"),
+    ],
+)
+def test_a_malformed_url_is_a_usage_error_that_never_shows_the_password(
+    url: str, says: str, capsys: Capture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import_or_missing("psycopg")
+    monkeypatch.setenv("SCROLL_LOCAL_DIR", str(tmp_path))
+    for args in (["stats", "--store", url], ["store", "copy", url, str(tmp_path)]):
+        assert run(args) == 2
+        err = capsys.readouterr().err
+        assert says in err and "cr3t" not in err, err
+
+
 _HOST = """
 import sys
 from scrollctx.config import resolve_config

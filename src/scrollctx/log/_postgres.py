@@ -191,17 +191,19 @@ class PostgresEventStore:
             StoreAccessDenied: the login was refused, or migrations are pending and this role
                 may not apply them.
             IntegrityError: the database holds a ``conversation_history`` of something else.
+            UsageError: ``url`` is not a valid PostgreSQL URL.
         """
+        where = describe(url)
         try:
             with psycopg.connect(url, autocommit=True) as conn:
                 _configure(conn)
-                store_id = _prepare_database(conn, describe(url))
+                store_id = _prepare_database(conn, where)
         except psycopg.OperationalError as exc:
             if is_connection_loss(exc):
                 raise connect_error(exc, url) from exc
-            raise translate(exc, describe(url), "migrate") from exc
+            raise translate(exc, where, "migrate") from exc
         except psycopg.Error as exc:
-            raise translate(exc, describe(url), "migrate") from exc
+            raise translate(exc, where, "migrate") from exc
         pool: ConnectionPool[Connection] = ConnectionPool(
             url,
             min_size=1,
@@ -216,7 +218,7 @@ class PostgresEventStore:
             pool.open(wait=True, timeout=retry_for)
         except PoolTimeout as exc:
             pool.close()
-            raise translate(exc, describe(url), "connect") from exc
+            raise translate(exc, where, "connect") from exc
         return cls(
             pool,
             url,

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import psycopg
 from psycopg import errors as pg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import PoolTimeout
 
-from scrollctx.errors import StoreAccessDenied, StoreError, StoreUnavailable
+from scrollctx.errors import StoreAccessDenied, StoreError, StoreUnavailable, UsageError
 
 __all__ = ["connect_error", "describe", "is_connection_loss", "translate"]
 
@@ -26,8 +27,21 @@ _DOCS = "see docs/postgres.md, Roles"
 
 
 def describe(conninfo: str) -> str:
-    """Return ``user@host:port/dbname`` for messages (never the password)."""
-    params = conninfo_to_dict(conninfo)
+    """Return ``user@host:port/dbname`` for messages (never the password).
+
+    Raises:
+        UsageError: the URL cannot be parsed; the message repeats no part of its password.
+    """
+    if "@" in urlsplit(conninfo).netloc.rpartition("@")[0]:
+        # libpq ends the user and password at the first '@': the rest would become the host.
+        raise UsageError(
+            "the store URL has an '@' inside its user or password: write it as %40 there"
+        )
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:  # libpq quotes the bad token: it may be a secret
+        reason = _without_secrets(_first_line(exc), conninfo)
+        raise UsageError(f"the store URL is not a valid PostgreSQL URL: {reason}") from None
     host = params.get("host") or "localhost"
     return (
         f"{params.get('user') or '(default user)'}@{host}:{params.get('port') or 5432}"
@@ -93,6 +107,17 @@ def _reachable(conninfo: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def _without_secrets(text: str, url: str) -> str:
+    """``text`` with the URL's password (as written and decoded) shown as ``***``."""
+    parts = urlsplit(url)
+    written = [parts.password or ""]
+    written += [value for key, _, value in (p.partition("=") for p in parts.query.split("&"))
+                if key == "password"]  # fmt: skip
+    for secret in sorted({*written, *map(unquote, written)} - {""}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def _first_line(exc: BaseException) -> str:
