@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,10 @@ def test_without_a_token_only_loopback_host_names_are_answered(served: ServedApp
         "/bench?file=../../etc/passwd",
         "/bench/plot?file=beam.jsonl&image=../history.db",
         "/no/such/page",
+        "/timeline?session={run}&at=99999999999999999999",
+        "/events/99999999999999999999",
+        "/events/99999999999999999999/text",
+        "/index?session={run}&at=-99999999999999999999",
     ],
 )
 def test_a_bad_url_is_a_404_page(served: ServedApp, ui_store: UIStore, url: str) -> None:
@@ -183,6 +188,21 @@ def test_a_bad_url_is_a_404_page(served: ServedApp, ui_store: UIStore, url: str)
     assert headers["content-type"].startswith("text/html")
     assert '<h1 class="error">Not found</h1>' in text
     assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("url", ["/timeline?session={run}&span=\u00b2", "/search?q=batch&k=\u00b2"])
+def test_a_number_that_is_no_number_is_ignored(
+    served: ServedApp, ui_store: UIStore, url: str
+) -> None:
+    path = urllib.parse.quote(url.format(run=ui_store.run_session), safe="/?=&")
+    assert Client(served.port).get(path)[0] == 200
+
+
+def test_a_session_id_is_plotted_as_text_never_as_math_markup() -> None:
+    from scrollctx.serve.ui._plots import SessionCalls, plot_svg
+
+    svg = plot_svg("tokens", SessionCalls([], [], []), "cost $\\frac{a$ and $^$").decode()
+    assert "cost $\\frac{a$ and $^$: view tokens" in svg
 
 
 def test_a_search_that_cannot_run_says_why_on_the_page(served: ServedApp) -> None:

@@ -50,6 +50,8 @@ _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+_SQLITE_INTEGERS = range(-(2**63), 2**63)
+"""The numbers a query can take (a bigger one is no seq, offset or call of any store)."""
 _HEADERS = {
     "Content-Security-Policy": _CSP,
     "X-Content-Type-Options": "nosniff",
@@ -110,10 +112,19 @@ def _number(request: Request, name: str, default: int | None = None) -> int:
     raw = request.query_params.get(name)
     if raw is None and default is not None:
         return default
+    value = _whole(raw)
+    if value is None:
+        raise HTTPException(404, f"?{name}= must be a whole number, got {raw!r}")
+    return value
+
+
+def _whole(raw: str | None) -> int | None:
+    """``raw`` as a whole number SQLite can compare, or None (not a number, or too big)."""
     try:
-        return int(raw or "")
-    except ValueError as exc:
-        raise HTTPException(404, f"?{name}= must be a whole number, got {raw!r}") from exc
+        value = int(raw or "")
+    except ValueError:
+        return None
+    return value if value in _SQLITE_INTEGERS else None
 
 
 def _session(inspector: _Inspector, request: Request) -> str:
@@ -140,7 +151,8 @@ def timeline_page(inspector: _Inspector, request: Request) -> Response:
     at = _number(request, "at", 0)
     span = request.query_params.get("span", "")
     lo, _, hi = span.partition("-")
-    marked = (int(lo), int(hi or lo)) if lo.isdigit() and (hi or lo).isdigit() else None
+    first, last = _whole(lo), _whole(hi or lo)
+    marked = (first, last) if first is not None and last is not None else None
     page = _sessions.timeline(inspector.log, session_id, at=at)
     calls = {seq: n for n, seq in enumerate(call_seqs(inspector.log, session_id), start=1)}
     return inspector.page(
@@ -164,7 +176,7 @@ def text_chunk(inspector: _Inspector, request: Request) -> Response:
 
 
 def _event(inspector: _Inspector, seq: int) -> Any:
-    found = inspector.log.events([seq])
+    found = inspector.log.events([seq]) if seq in _SQLITE_INTEGERS else []
     if not found:
         raise HTTPException(404, f"no event at seq {seq}")
     return found[0]

@@ -59,7 +59,8 @@ def plot_svg(name: str, calls: SessionCalls, title: str) -> bytes:
     numbers = list(range(1, len(calls.snapshots) + 1))
     _DRAW[name](axis, numbers, calls)
     axis.set_xlabel("model call")
-    axis.set_title(f"{title}: {PLOTS[name].lower()}", fontsize=10)
+    # The title holds a session id: logged text, never matplotlib's $math$ markup.
+    axis.set_title(f"{title}: {PLOTS[name].lower()}", fontsize=10, parse_math=False)
     axis.grid(alpha=0.3)
     if axis.get_legend_handles_labels()[0]:
         axis.legend(fontsize=8)

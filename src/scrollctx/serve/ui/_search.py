@@ -35,7 +35,7 @@ class SearchForm:
     def from_query(cls, params: Mapping[str, str]) -> SearchForm:
         """Read the form from URL parameters (blank fields are no filter)."""
         raw_k = params.get("k", "20")
-        k = int(raw_k) if raw_k.isdigit() else 20
+        k = int(raw_k) if raw_k.isascii() and raw_k.isdigit() else 20
         return cls(
             query=params.get("q", "").strip(),
             k=max(1, min(k, _MAX_K)),
