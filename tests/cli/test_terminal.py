@@ -210,6 +210,16 @@ def test_bench_report_names_a_hostile_file_escaped_on_a_terminal(
     assert code == 2 and "\x1b]52;c;cGF5bG9hZA==\x07" in err
 
 
+def test_the_ingest_progress_bar_shows_a_hostile_file_name_escaped(tmp_path: Path) -> None:
+    name = f"[bold]chat{HOSTILE}.json"
+    (tmp_path / name).write_text(json.dumps([{"role": "user", "content": "hi"}]), "utf-8")
+    code, screen = _run_on_terminal(["ingest", str(tmp_path / name)], _env(tmp_path / "store"))
+    assert code == 0, screen
+    screen = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", screen)  # rich's own cursor moves and colours
+    assert not [c for c in RAW if c in screen], screen
+    assert "[bold]chat\\x1b]0;owned\\x07" in screen  # as written: not markup, not a title
+
+
 def test_terminal_safe_escapes_whole_unicode_categories_not_a_hand_list() -> None:
     for code in (*range(0x3000), *range(0xE0000, 0xE0100), 0x1D173, 0x110BD, 0x13430):
         char = chr(code)

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import click
 
-from scrollctx.cli._app import echo, emit, json_option, store_option, warn
+from scrollctx.cli._app import echo, emit, json_option, store_option, terminal_safe, warn
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
 from scrollctx.ingest import (
@@ -135,17 +135,19 @@ def _progress_bar(path: Path) -> Iterator[tuple[Progress | None, FileProgress | 
     from rich.progress import BarColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.progress import Progress as Bar
 
-    columns: list[Any] = [SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn()]
-    columns.insert(2, BarColumn())
+    # A file name is the user's data, not rich markup; it may hold escape sequences.
+    description = TextColumn("{task.description}", markup=False)
+    columns: list[Any] = [SpinnerColumn(), description, BarColumn(), TimeElapsedColumn()]
     with Bar(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(f"{path.name}: 0 events", total=None)
-        current = [path.name]
+        current = [terminal_safe(path.name, is_terminal=True)]
+        task = bar.add_task(f"{current[0]}: 0 events", total=None)
 
         def _update(done: int, total: int | None) -> None:
             bar.update(task, description=f"{current[0]}: {done:,} events")
 
         def _next_file(file: Path, index: int, files: int) -> None:
-            current[0] = file.name if files == 1 else f"{file.name} ({index + 1}/{files})"
+            name = terminal_safe(file.name, is_terminal=True)
+            current[0] = name if files == 1 else f"{name} ({index + 1}/{files})"
             bar.update(task, completed=index, total=files, description=current[0])
 
         yield _update, _next_file
