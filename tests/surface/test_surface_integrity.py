@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,6 +53,24 @@ def test_every_full_row_read_refuses_a_damaged_row(tmp_path: Path, read: str, xo
             READS[read](ms, seq)
         assert info.value.seq == seq
         assert [row["seq"] for row in ms.expand([1, 3])] == [1, 3]  # healthy rows still served
+
+
+def test_a_damaged_full_text_index_is_an_integrity_error_not_a_raw_sqlite_one(
+    tmp_path: Path,
+) -> None:
+    path, _ = _store(tmp_path)
+    with sqlite3.connect(path) as conn:  # every index leaf (id 10 is the structure record)
+        for rowid, block in conn.execute(
+            "SELECT id, block FROM conversation_history_fts_data WHERE id > 10"
+        ).fetchall():
+            damaged = bytes(b ^ 0x5A if i % 7 == 4 else b for i, b in enumerate(block))
+            conn.execute("UPDATE conversation_history_fts_data SET block = ? WHERE id = ?",
+                         (damaged, rowid))  # fmt: skip
+    conn.close()
+    with open_surface(path) as ms:
+        with pytest.raises(IntegrityError, match=f"{path} is corrupt .search failed"):
+            ms.search("kestrel")
+        assert [row["seq"] for row in ms.expand(1, 3)] == [1, 2, 3]  # the rows are intact
 
 
 def test_rows_keep_their_keys_and_checksums_stay_internal(tmp_path: Path) -> None:

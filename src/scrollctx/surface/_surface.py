@@ -210,7 +210,7 @@ class MemorySurface:
         options = SearchOptions(k, bool(snippet), chars, mode)
         try:
             hits = self._searcher.search(query, filters, options)
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:  # a damaged file or full-text index, too
             if not is_undecodable(exc):
                 failure = known_failure(self._db_path, "search", exc)
                 if failure is None:
