@@ -45,5 +45,4 @@ def ui_command(
         raise UsageError("scroll ui reads a store folder; for a shared store, point --store at "
                          "its local replica folder")  # fmt: skip
     server = UIServer(config.db_path, host, port, token or None, results_dir)
-    echo(f"scroll ui: {server.url()}  (read-only; Ctrl-C stops it)", err=True)
-    server.run()
+    server.run(lambda url: echo(f"scroll ui: {url}  (read-only; Ctrl-C stops it)", err=True))

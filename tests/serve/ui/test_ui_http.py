@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import re
 import shutil
 import signal
 import socket
@@ -218,16 +219,9 @@ def test_every_page_forbids_inline_script_and_other_origins(served: ServedApp) -
     assert headers["x-content-type-options"] == "nosniff"
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_scroll_ui_serves_until_terminated(ui_store: UIStore) -> None:
-    port = _free_port()
     process = subprocess.Popen(
-        [str(SCROLL), "ui", "--store", str(ui_store.path), "--port", str(port), "--token", "tk"],
+        [str(SCROLL), "ui", "--store", str(ui_store.path), "--port", "0", "--token", "tk"],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "SCROLL_UI_TOKEN": ""},
@@ -235,7 +229,9 @@ def test_scroll_ui_serves_until_terminated(ui_store: UIStore) -> None:
     try:
         assert process.stderr is not None
         banner = process.stderr.readline()
-        assert f"http://127.0.0.1:{port}/?token=tk" in banner
+        found = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=tk ", banner)
+        assert found, banner  # the port the OS picked, not 0
+        port = int(found.group(1))
         deadline = time.monotonic() + 30
         while True:  # poll until the socket answers
             try:
@@ -251,6 +247,19 @@ def test_scroll_ui_serves_until_terminated(ui_store: UIStore) -> None:
     # uvicorn shuts down (lifespan included), then re-raises the signal for the exit status.
     assert process.returncode == -signal.SIGTERM
     assert "Traceback" not in rest
+
+
+def test_a_port_in_use_is_a_usage_error_before_any_address_is_shown(
+    ui_store: UIStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert run(["ui", "--store", str(ui_store.path), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use; choose another" in err
+    assert "http://" not in err
 
 
 def test_without_the_ui_extra_scroll_ui_says_what_to_install(ui_store: UIStore) -> None:

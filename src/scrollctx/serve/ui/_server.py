@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
+import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,11 +64,15 @@ class UIServer:
         query = f"/?token={self.token}" if self.token else "/"
         return f"http://{host}:{port or self.port}{query}"
 
-    def run(self) -> None:
+    def run(self, announce: Callable[[str], None] = lambda url: None) -> None:
         """Serve until interrupted (Ctrl-C or SIGTERM stop it cleanly).
 
+        ``announce`` is given the address to open once the port is bound (the port the OS
+        picked, for port 0).
+
         Raises:
-            UsageError: a non-loopback host without a token.
+            UsageError: a non-loopback host without a token, or an address that cannot be
+                bound (a port in use, a host name that does not resolve).
             MissingDependency: the ``ui`` extra is not installed.
             StoreError: there is no store at ``db_path``.
         """
@@ -77,8 +83,33 @@ class UIServer:
             from scrollctx.serve.ui._app import create_app
         except ImportError as exc:
             raise MissingDependency("starlette, jinja2 and uvicorn (the inspector)", "ui") from exc
-        app = create_app(self.db_path, token=self.token, results_dir=self.results_dir)
-        uvicorn.run(
-            app, host=self.host, port=self.port, log_level="warning", server_header=False,
-            proxy_headers=False,
-        )  # fmt: skip
+        listening = _listen(self.host, self.port)
+        try:
+            app = create_app(self.db_path, token=self.token, results_dir=self.results_dir)
+        except BaseException:
+            listening.close()
+            raise
+        announce(self.url(listening.getsockname()[1]))
+        config = uvicorn.Config(app, log_level="warning", server_header=False, proxy_headers=False)
+        uvicorn.Server(config).run(sockets=[listening])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind ``host:port`` here: a port in use is this command's error, not uvicorn's exit 3."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM
+        )[0]
+        listening = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    try:
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind(address)
+    except OSError as exc:
+        listening.close()
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
+            "(0 picks a free one)"
+        ) from exc
+    return listening
