@@ -5,10 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import re
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ingest_helpers import write_json
 from transcript_helpers import kind_role_counts, rows
 
 from scrollctx.ingest import ingest_path
@@ -110,6 +112,37 @@ def test_chatgpt_branches_are_sessions_with_lineage(
     assert branch["content"] == "A different first answer."
     assert branch["metadata"]["branch_of"] == main and branch["metadata"]["branch_point"] == fork
     assert kind_role_counts(event_log) == _expected_chatgpt(mapping)  # every node once
+
+
+def test_a_chatgpt_tree_with_cycles_imports_every_node_once(
+    event_log: EventLog, transcripts: Path, tmp_path: Path
+) -> None:
+    [conversation] = json.loads((transcripts / CHATGPT).read_text(encoding="utf-8"))
+    mapping = conversation["mapping"]
+    root = next(nid for nid, node in mapping.items() if node["parent"] is None)
+    mapping[root]["parent"] = conversation["current_node"]  # the main path loops on itself
+    island = copy.deepcopy(mapping[conversation["current_node"]])  # two nodes no leaf reaches
+    for nid, other in (("island-x", "island-y"), ("island-y", "island-x")):
+        mapping[nid] = {**copy.deepcopy(island), "id": nid, "parent": other, "children": [other]}
+        mapping[nid]["message"]["content"]["parts"] = [f"the node {nid}"]
+    damaged = write_json(tmp_path / "conversations.json", [conversation])
+
+    def hung(*_: object) -> None:
+        raise TimeoutError("the import walked a cycle of parent links for good")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, 20)
+    try:
+        report = ingest_path(event_log, damaged)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert report.problems == [] and report.sessions == 2
+    assert kind_role_counts(event_log) == _expected_chatgpt(mapping)  # every node, once
+    found = rows(event_log, "content LIKE 'the node island-%'")
+    assert {r["session_id"] for r in found} == {
+        f"chatgpt:{conversation['conversation_id']}:island-x"
+    }
 
 
 def _aider_expected(text: str) -> Counter:

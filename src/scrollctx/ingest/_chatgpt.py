@@ -7,6 +7,9 @@ Mapping (documented in docs/ingest.md, "ChatGPT export"):
   a branch session ``chatgpt:<conversation_id>:<leaf id>`` holding the nodes no earlier session
   holds, with ``branch_of`` (the session holding the node it forks from) and ``branch_point``
   (that node's id). Each node is imported once. ``task_id`` is ``chatgpt/<conversation_id>``.
+  A damaged tree cannot hang or thin the import: a walk to the root stops at a node it already
+  passed (a cycle of ``parent`` links), and nodes no leaf reaches (a cycle with no way out) are
+  a branch session of their own, found from the first of them.
 - ``user`` -> ``user_message``; ``assistant`` text -> ``model_turn``; an ``assistant`` message
   addressed to a tool (``recipient`` not ``all``; code interpreter ``code``) -> ``tool_call``
   (``tool_call_id`` = its node id, ``tool_input`` = ``{code, language}``); a ``tool`` message
@@ -85,16 +88,19 @@ def _sessions(
     assigned: set[str] = set()
     leaves = [str(current)] if current in mapping else []
     leaves += [nid for nid, node in mapping.items() if not node.get("children") and nid != current]
+    leaves += list(mapping)  # then whatever no leaf reached (see the module doc)
     for leaf in leaves:
         if leaf in assigned:
             continue
-        path, node_id = [], leaf
-        while node_id is not None and node_id in mapping and node_id not in assigned:
+        path, walked, node_id = [], set(), leaf
+        while node_id in mapping and node_id not in assigned and node_id not in walked:
             path.append(node_id)
+            walked.add(node_id)
             node_id = mapping[node_id].get("parent")
+        fork = node_id if node_id in assigned else None
         assigned.update(path)
         session_id = main if leaf == current else f"{main}:{leaf}"
-        yield session_id, path[::-1], node_id if node_id in assigned else None
+        yield session_id, path[::-1], fork
 
 
 def _node(events: SessionEvents, mapping: dict[str, Any], node_id: str) -> Item | None:
