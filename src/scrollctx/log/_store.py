@@ -185,9 +185,11 @@ class EventLog:
         """Open an existing Event Log so that nothing done through it can write the store.
 
         The file is opened through a ``mode=ro`` URI with ``PRAGMA query_only``: no folder or
-        file is created, no migration or journal-mode switch runs, no checkpoint happens, and
-        every write (an append, an import, a transaction) raises :class:`StoreError` before it
-        touches the database or the payload folder. For inspectors (``scroll ui``).
+        database is created (SQLite may add the empty ``-wal`` and ``-shm`` a reader of a WAL
+        database needs, when no writer left them), no migration or journal-mode switch runs, no
+        checkpoint happens, and every write (an append, an import, a transaction) raises
+        :class:`StoreError` before it touches the database or the payload folder. For
+        inspectors (``scroll ui``).
 
         Raises:
             StoreError: there is no store at ``path``, or it predates per-event checksums.
