@@ -142,3 +142,22 @@ def test_a_real_store_in_the_replica_path_is_refused_not_deleted(
             store.refresh()
     with EventLog.open(path) as someones:
         assert someones.get(1).content == "somebody's own history"
+
+
+def test_a_damaged_row_of_the_source_is_an_error_and_the_replica_is_kept(
+    postgres_server: object, shared: PostgresEventStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    from postgres_server import PostgresServer
+
+    assert isinstance(postgres_server, PostgresServer)
+    shared.append_many([turn(f"event {i}") for i in range(10)])
+    shared.refresh()
+    inode = shared.path.stat().st_ino
+    shared.append_many([turn("damaged later"), turn("after it")])
+    with postgres_server.admin(shared.where.rsplit("/", 1)[1]) as admin:  # a hand edit
+        admin.execute("ALTER TABLE conversation_history DISABLE TRIGGER USER")
+        admin.execute("UPDATE conversation_history SET content = 'edited' WHERE seq = 11")
+    with pytest.raises(IntegrityError, match="seq 11 in .* does not match its checksum"):
+        shared.replica.sync()
+    assert "rebuilding" not in caplog.text  # the replica was not thrown away for it
+    assert shared.path.stat().st_ino == inode and shared.replica.log.last_seq() == 10

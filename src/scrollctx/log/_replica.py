@@ -98,6 +98,8 @@ class Replica:
             self._rebuild(rebuilt)
             added = self._copy_new()
         except IntegrityError as exc:  # the file was damaged while in use
+            if exc.path not in (None, str(self.path)):
+                raise  # a damaged row of the source: rebuilding would copy it again
             rebuilt = f"it was damaged ({exc})"
             self._rebuild(rebuilt)
             added = self._copy_new()
