@@ -158,3 +158,14 @@ def test_watch_follows_a_live_transcript(
     )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["events_added"] == 0  # a restart adds nothing
+
+
+def test_a_folder_that_does_not_exist_is_named_not_watched_in_silence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scrollctx.cli import run
+
+    typo = tmp_path / ".claude" / "project"
+    assert run(["watch", "--once", str(typo), "--store", str(tmp_path / "store")]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {typo} does not exist (yet); its files are imported once it does" in err

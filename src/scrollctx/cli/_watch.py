@@ -56,6 +56,9 @@ def watch(
 
     Example: scroll watch ~/.claude/projects ~/.codex/sessions
     """
+    for folder in folders:  # it may appear later (an agent not run yet); a typo must show
+        if not folder.exists():
+            warn(f"warning: {folder} does not exist (yet); its files are imported once it does")
     with open_store(config) as log:
         watcher = Watcher(log, folders, format=format_)
         _show(watcher.sync(final=once), json_)
