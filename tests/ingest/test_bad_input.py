@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,27 @@ def test_tool_arguments_nested_too_deeply_stay_text(seeded: EventLog, tmp_path: 
     ]
     ingest_path(seeded, write_json(tmp_path / "deep.json", {"messages": messages}))
     assert seeded.session_events("openai:deep")[-1].tool_input == arguments
+
+
+def test_a_name_or_text_that_is_not_unicode_is_imported_escaped(
+    seeded: EventLog, tmp_path: Path
+) -> None:
+    folder = tmp_path / "chats"
+    folder.mkdir()
+    chat = json.dumps(
+        [{"role": "user", "content": "half a pair \ud800"}] + chat_messages(1)
+    ).encode()
+    _write(folder / "escaped.json", chat)
+    _write(folder / os.fsdecode(b"named-\xff.json"), chat)  # a name os.fsdecode cannot decode
+    report = ingest_path(seeded, folder)
+    assert (report.events_added, report.problems) == (4, [])
+    rows = seeded.execute("SELECT DISTINCT session_id, content FROM conversation_history "
+                          "WHERE content LIKE '%half a pair%'")  # fmt: skip
+    assert {(r["session_id"], r["content"]) for r in rows} == {
+        ("openai:escaped", "[Session 1] user: half a pair \\ud800"),
+        ("openai:named-\\udcff", "[Session 1] user: half a pair \\ud800"),
+    }
+    seeded.check()
 
 
 def test_missing_path(seeded: EventLog, tmp_path: Path) -> None:

@@ -160,6 +160,29 @@ def test_every_write_path_indexes_exactly_the_committed_rows(store: EventStore) 
     assert store.count() == 7
 
 
+def test_lone_surrogates_are_stored_as_their_escapes_not_refused(store: EventStore) -> None:
+    # Not Unicode, so no UTF-8 store can hold them: from a file name os.fsdecode could not
+    # decode, or a JSON "\ud800" escape in an imported file or a model's reply.
+    lone = "\udcff"
+    seq = store.append(
+        NewEvent(
+            session_id=f"openai:chat{lone}", kind=Kind.TOOL_CALL, content=f"caf{lone} ok",
+            name=f"tool{lone}", tool_input={f"key{lone}": [f"value{lone}"]},
+            metadata={"source_file": f"/tmp/chat{lone}.json"},
+        )
+    )  # fmt: skip
+    big = store.append(NewEvent(session_id="s1", kind=Kind.TOOL_RESULT, content=lone * 20_000))
+    event = store.get(seq)  # read back (and verified against its checksum)
+    assert (event.session_id, event.content, event.name) == (
+        "openai:chat\\udcff",
+        "caf\\udcff ok",
+        "tool\\udcff",
+    )
+    assert event.tool_input == {"key\\udcff": ["value\\udcff"]}
+    assert event.metadata["source_file"] == "/tmp/chat\\udcff.json"
+    assert store.full_text(store.get(big)) == "\\udcff" * 20_000
+
+
 def test_label_is_written_for_rows_without_a_headline(store: EventStore) -> None:
     seq = store.append(_turn("[Session 4 | 2024-07-05] user: Certainly! I added 10 tasks."))
     headlined = store.append(_turn("body", headline="my own headline"))

@@ -40,7 +40,7 @@ from scrollctx.ingest._registry import (
 )
 from scrollctx.ingest._transcript import Skip
 from scrollctx.ingest._turns import natural_key
-from scrollctx.log import EventStore, NewEvent
+from scrollctx.log import EventStore, NewEvent, storable_text
 from scrollctx.view import write_carried_indexes
 
 __all__ = [
@@ -236,7 +236,7 @@ def _ingest_file(
                 share.read += 1
                 share.sessions.add(item.session_id)
             if item.task_id is not None:
-                tally.conversations.add(item.task_id)
+                tally.conversations.add(storable_text(item.task_id))  # as it is stored
             pending.append(item)
             if len(pending) >= batch_size:
                 _commit(log, pending, tallies, progress)

@@ -37,6 +37,7 @@ __all__ = [
     "open_store",
     "shared_store_facts",
     "split_prose_code",
+    "storable_text",
     "stored_checksum",
     "synced_local_file",
     "tolerant_text",
@@ -75,6 +76,7 @@ if TYPE_CHECKING:
         PayloadStore,
         ToolResultRef,
     )
+    from scrollctx.log._rows import storable_text
     from scrollctx.log._store import EventLog
     from scrollctx.log._text import extractive_label, split_prose_code
     from scrollctx.log._unsafe import (
@@ -119,6 +121,7 @@ else:
             "open_store": "scrollctx.log._open",
             "shared_store_facts": "scrollctx.log._open",
             "split_prose_code": "scrollctx.log._text",
+            "storable_text": "scrollctx.log._rows",
             "stored_checksum": "scrollctx.log._integrity",
             "synced_local_file": "scrollctx.log._open",
             "tolerant_text": "scrollctx.log._integrity",

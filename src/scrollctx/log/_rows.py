@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import operator
+import re
 from typing import Any
 
 from scrollctx.errors import UsageError
@@ -19,7 +20,7 @@ from scrollctx.log._events import Event, NewEvent, utc_now_iso
 from scrollctx.log._payloads import Payloads, preview_of
 from scrollctx.log._text import extractive_label
 
-__all__ = ["COLUMNS", "dumps", "new_row", "stored_row"]
+__all__ = ["COLUMNS", "dumps", "new_row", "storable_text", "stored_row"]
 
 COLUMNS = (
     "session_id", "agent_id", "run_id", "task_id", "step_index", "msg_index", "kind", "role",
@@ -28,6 +29,7 @@ COLUMNS = (
 )  # fmt: skip
 """The columns of a row both backends store, ``seq`` aside (SQLite adds its search text)."""
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _TEXT_FIELDS = ("session_id", "agent_id", "run_id", "task_id", "kind", "role", "name",
                 "headline", "tool_call_id", "tool_state", "created_at", "dedup_key")  # fmt: skip
 
@@ -39,32 +41,33 @@ def new_row(event: NewEvent, payloads: Payloads, threshold: int) -> dict[str, An
     if not event.kind:
         raise UsageError("an event needs a non-empty kind")
     _check_types(event)
-    content = event.content or ""
+    content = storable_text(event.content or "")
     data = content.encode("utf-8")
     sha256: str | None = None
     size: int | None = None
     if len(data) > threshold:
         sha256, size = payloads.put(data), len(data)
         content = preview_of(content, size)
+    text = {name: storable_text(getattr(event, name)) for name in _TEXT_FIELDS}
     return {
-        "session_id": event.session_id,
-        "agent_id": event.agent_id,
-        "run_id": event.run_id,
-        "task_id": event.task_id,
+        "session_id": text["session_id"],
+        "agent_id": text["agent_id"],
+        "run_id": text["run_id"],
+        "task_id": text["task_id"],
         "step_index": _integer(event.step_index, "step_index"),
         "msg_index": _integer(event.msg_index, "msg_index"),
-        "kind": event.kind,
-        "role": event.role,
-        "name": event.name,
+        "kind": text["kind"],
+        "role": text["role"],
+        "name": text["name"],
         "content": content,
-        "headline": event.headline,
+        "headline": text["headline"],
         "label": None if event.headline else extractive_label(content),
-        "tool_call_id": event.tool_call_id,
-        "tool_input": None if event.tool_input is None else dumps(event.tool_input),
-        "tool_state": event.tool_state,
-        "metadata": dumps(event.metadata or {}),
-        "created_at": event.created_at or utc_now_iso(),
-        "dedup_key": event.dedup_key,
+        "tool_call_id": text["tool_call_id"],
+        "tool_input": None if event.tool_input is None else _storable_json(event.tool_input),
+        "tool_state": text["tool_state"],
+        "metadata": _storable_json(event.metadata or {}),
+        "created_at": text["created_at"] or utc_now_iso(),
+        "dedup_key": text["dedup_key"],
         "payload_sha256": sha256,
         "payload_size": size,
         "searchable": event.searchable,
@@ -87,6 +90,28 @@ def _check_types(event: NewEvent) -> None:
         value = getattr(event, name)
         if value is not None and not isinstance(value, str):
             raise UsageError(f"event field {name} must be text or None; got {value!r}")
+
+
+def storable_text(text: str | None, *, backslash: str = "\\") -> Any:
+    """``text`` with each lone surrogate written out as its escape: ``\\udcff``, six characters.
+
+    A lone surrogate is not Unicode, so no UTF-8 store can hold it (the append would fail); it
+    reaches an event from a file name the OS could not decode (``os.fsdecode``) or from a JSON
+    ``"\\ud800"`` escape in an imported file or a model's reply. Valid text is left as it is.
+    In JSON text (``backslash="\\\\"``) the escape's backslash is itself escaped, so the value
+    read back is those six characters too.
+    """
+    if text is None or text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(lambda found: f"{backslash}u{ord(found.group()):04x}", text)
+    return text
+
+
+def _storable_json(value: Any) -> str:
+    return str(storable_text(dumps(value), backslash="\\\\"))
 
 
 def _integer(value: Any, name: str) -> int | None:
