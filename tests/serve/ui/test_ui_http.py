@@ -259,6 +259,10 @@ def test_a_port_in_use_is_a_usage_error_before_any_address_is_shown(
         assert run(["ui", "--store", str(ui_store.path), "--port", str(port)]) == 2
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; choose another" in err
+    assert run(["ui", "--store", str(ui_store.path), "--host", "no.such.host.invalid",
+                "--token", "t", "--port", "0"]) == 2  # fmt: skip
+    err += capsys.readouterr().err
+    assert "cannot listen on no.such.host.invalid:0: " in err
     assert "http://" not in err
 
 

@@ -96,20 +96,13 @@ class UIServer:
 
 def _listen(host: str, port: int) -> socket.socket:
     """Bind ``host:port`` here: a port in use is this command's error, not uvicorn's exit 3."""
-    try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host.strip("[]"), port, type=socket.SOCK_STREAM
-        )[0]
-        listening = socket.socket(family, kind, proto)
-    except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    # uvicorn's own rule: IPv6 for an address with a colon, else IPv4 (``localhost`` included).
+    listening = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     try:
         listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listening.bind(address)
+        listening.bind((host.strip("[]"), port))
     except OSError as exc:
         listening.close()
-        raise UsageError(
-            f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port "
-            "(0 picks a free one)"
-        ) from exc
+        hint = "" if isinstance(exc, socket.gaierror) else "; choose another --port (0: any)"
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from exc
     return listening
