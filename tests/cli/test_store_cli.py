@@ -113,6 +113,33 @@ def test_stats_and_doctor_describe_a_shared_store(
     assert "replica" in capsys.readouterr().out
 
 
+def test_doctor_restores_replica_payload_files_that_are_gone_or_damaged(
+    tmp_path: Path, postgres_url: str, capsys: Capture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sync fetches only new rows' payloads and a rebuild keeps payload files: nothing else
+    # would ever mend one, and ms would serve the stored preview for good.
+    import_or_missing("psycopg")
+    monkeypatch.setenv("SCROLL_LOCAL_DIR", str(tmp_path / "host"))
+    config = resolve_config(postgres_url)
+    big = ["one long tool output\n" * 5000, "another long output\n" * 5000]
+    with open_store(config) as store:
+        seqs = store.append_many(
+            [NewEvent(session_id="s", kind=Kind.TOOL_RESULT, content=text) for text in big]
+        )
+        store.refresh()
+        local = EventLog.open_read_only(config.db_path)
+        files = [local.payloads.path_for(str(e.payload_sha256)) for e in local.events(seqs)]
+        local.close()
+    files[0].write_bytes(files[0].read_bytes()[:-1] + b"!")
+    files[1].unlink()
+    assert run(["doctor", "--store", postgres_url]) == 0
+    assert "; 2 payload files restored from the shared store" in capsys.readouterr().out
+    with open_surface(config.db_path) as ms:
+        assert [row["content"] for row in ms.expand(seqs[0], seqs[1])] == big
+    assert run(["doctor", "--store", postgres_url]) == 0
+    assert "restored" not in capsys.readouterr().out  # nothing left to restore
+
+
 @pytest.mark.parametrize("command", [["embed"], ["ingest", "--embed", "."]])
 def test_vectors_need_a_folder_store_and_say_so(command: list[str], capsys: Capture) -> None:
     url = "postgresql://writer@127.0.0.1:1/team"  # refused before any connection is tried

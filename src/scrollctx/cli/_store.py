@@ -57,9 +57,14 @@ def render_shared(facts: dict[str, Any]) -> str:
             f"migrations     {facts['migrations']} applied, pending: {pending}",
             f"shared seq     {facts['last_seq']}",
             f"payload rows   {facts['payload_rows']} ({facts['payload_bytes']} bytes)",
-            f"replica        {replica['path']} at seq {replica['last_seq']} (lag {replica['lag']})",
+            f"replica        {replica['path']} at seq {replica['last_seq']} (lag {replica['lag']})"
+            + _restored(replica.get("payloads_restored")),
         ]
     )
+
+
+def _restored(count: int | None) -> str:
+    return f"; {count} payload files restored from the shared store" if count else ""
 
 
 def _render_copy(data: dict[str, Any]) -> str:

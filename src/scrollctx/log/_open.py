@@ -40,7 +40,11 @@ def open_store(config: Config, **options: Any) -> EventStore:
 
 
 def check_configured_store(config: Config) -> tuple[StoreCheck, dict[str, Any] | None]:
-    """Check the whole store read-only; for a shared one also return :func:`shared_store_facts`."""
+    """Check the whole store read-only; for a shared one also return :func:`shared_store_facts`.
+
+    A shared store's local replica is a cache: its payload files that are gone or damaged are
+    fetched again (``payloads_restored`` in the replica's facts); the shared log is only read.
+    """
     if config.store_url is None:
         from scrollctx.log._check import check_store
 
@@ -48,7 +52,9 @@ def check_configured_store(config: Config) -> tuple[StoreCheck, dict[str, Any] |
     from scrollctx.log._postgres_check import shared_facts, verify_shared
 
     with _open_shared(config) as store:
-        return verify_shared(store), shared_facts(store)
+        report, facts = verify_shared(store), shared_facts(store)
+        facts["replica"]["payloads_restored"] = store.replica.restore_payloads()
+        return report, facts
 
 
 def shared_store_facts(config: Config) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from scrollctx.errors import IntegrityError
+from scrollctx.errors import IntegrityError, PayloadMissing
 from scrollctx.log._events import Event
 from scrollctx.log._payloads import Payloads
 from scrollctx.log._store import EventLog
@@ -104,6 +104,28 @@ class Replica:
             self._rebuild(rebuilt)
             added = self._copy_new()
         return SyncResult(self.log.last_seq(), added, rebuilt)
+
+    def restore_payloads(self) -> int:
+        """Fetch again from the source each payload file of the replica that is gone or damaged.
+
+        Payload files outlive rebuilds (they are named by their digest) and a sync fetches only
+        the new rows' payloads, so nothing else mends one; ``scroll doctor`` calls this. Returns
+        how many files were restored.
+        """
+        payloads = self.log.payloads
+        restored = 0
+        for row in self.log.execute(
+            "SELECT DISTINCT payload_sha256 FROM conversation_history "
+            "WHERE payload_sha256 IS NOT NULL"
+        ):
+            sha = str(row[0])
+            try:
+                payloads.get(sha)
+            except PayloadMissing:
+                payloads.path_for(sha).unlink(missing_ok=True)
+                payloads.put(self.source.payloads.get(sha))
+                restored += 1
+        return restored
 
     def lag(self) -> int:
         """Return how many seqs the replica is behind the source (without syncing)."""
