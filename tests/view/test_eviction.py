@@ -547,3 +547,29 @@ def test_without_an_index_the_view_evicts_the_same_way_and_shows_no_index(
     assert all(line.text == "" for block in view.index.blocks() for line in block.lines)
     assert load_index(view_log, "long") is None  # what ms.index() reads
     _restored_equals(view, view_log)
+
+
+def test_the_token_calibration_survives_a_restart(view_log: EventLog) -> None:
+    """A view calibrated below 1 (the endpoint counts fewer tokens than the estimate) sits
+    under its target; restored after a restart it counts the same and folds or evicts nothing,
+    where an uncalibrated view over the same turns would."""
+    view, session = _long_session(view_log, 12, budget_tokens=100_000)
+    raw = view.build("openai").tokens
+    view.observe_usage(int(raw * 0.6))
+    view.budget_tokens = int(raw * 0.9 / view.rho)  # target: between 0.6x and 1x the estimate
+    session.user(3)
+    session.persist()
+    assert not _acted(view.ensure_budget())
+    settings = {"budget_tokens": view.budget_tokens, "rho": view.rho}
+    with EventLog.open(view_log.path) as reopened:
+        again = WorkingView.restore(reopened, view.session_id, view.system_prompt, **settings)
+        assert again.counter.state() == view.counter.state()
+        assert again.tokens == view.tokens
+        assert not _acted(again.ensure_budget())
+        fresh = WorkingView.restore(reopened, view.session_id, view.system_prompt, **settings)
+        fresh.counter.restore({"ratio": 1.0, "samples": 1})  # as before: uncalibrated
+        assert _acted(fresh.ensure_budget())
+
+
+def _acted(report: Any) -> bool:
+    return bool(report.folded or report.evicted)

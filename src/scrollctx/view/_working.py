@@ -27,6 +27,11 @@ Only if the view is still over budget does a second pass fold and evict inside t
 turn, keeping the request itself live ("pinned"). If even then the view exceeds
 ``budget_tokens`` (the window), :class:`~scrollctx.errors.ContextOverflow` is raised.
 
+Token counts are calibrated by the prompt tokens the endpoint reports; once calibrated, every
+view event the view writes carries the calibration (``metadata.token_calibration``) and
+:meth:`WorkingView.restore` takes back the latest, so a restart does not count (and evict) as
+an uncalibrated view would.
+
 Invariants: every turn that ever entered the view is recoverable from the log by ``seq``;
 a tool call never leaves the view without its results (they are added right after it, and
 groups leave whole); the active request never leaves; the view state is a function of the
@@ -66,6 +71,7 @@ from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn
 from scrollctx.view.tokens import MESSAGE_OVERHEAD, TokenCounter
 
 __all__ = [
+    "CALIBRATION_KEY",
     "DIGEST_HEADER",
     "INDEX_KIND",
     "STATE_KIND",
@@ -78,6 +84,9 @@ __all__ = [
 
 INDEX_KIND = "eviction_index"
 """Event kind of the persisted index (``metadata``: :meth:`EvictionIndex.to_data`, packed)."""
+
+CALIBRATION_KEY = "token_calibration"
+"""Metadata key of the counter's calibration on the view events written after it learned."""
 
 STATE_KIND = "view_state"
 """Event kind of a view without an index: the evicted spans (no text) and the restore state."""
@@ -228,14 +237,18 @@ class WorkingView:
         pending = [turn for turn in self._turns if turn.seq is None]
         if not pending:
             return []
-        events = [
-            turn.to_event(self.session_id, **{**self.event_fields, **turn.fields})
-            for turn in pending
-        ]
+        events = [self._event(turn) for turn in pending]
         seqs = self.log.append_many(events)
         for turn, seq in zip(pending, seqs, strict=True):
             turn.seq = seq
         return seqs
+
+    def _event(self, turn: Turn) -> NewEvent:
+        fields = {**self.event_fields, **turn.fields}
+        if self.counter.samples:  # the learned calibration survives a restart (see restore)
+            metadata = dict(fields.get("metadata") or {})
+            fields["metadata"] = {**metadata, CALIBRATION_KEY: self.counter.state()}
+        return turn.to_event(self.session_id, **fields)
 
     def _check_seqs(self, turns: list[Turn], seqs: list[int] | None) -> None:
         if seqs is None:
@@ -634,6 +647,7 @@ class WorkingView:
             view._restore_turns(
                 state, after_index=latest.seq if latest else 0, before_seq=before_seq
             )
+            view._restore_calibration(before_seq)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise _malformed(log, session_id, latest, exc) from exc
         return view
@@ -675,6 +689,9 @@ class WorkingView:
                     yield view._snapshot(event.seq, history_raw)
                 view._push(turn)
                 history_raw += turn.raw_tokens
+                calibration = event.metadata.get(CALIBRATION_KEY)
+                if isinstance(calibration, dict):  # as the live view counted at that call
+                    view.counter.restore(calibration)
 
     def _snapshot(self, seq: int, history_raw: int) -> CallSnapshot:
         metrics = self.metrics
@@ -701,6 +718,24 @@ class WorkingView:
         self._restore_metrics(data["counters"])
         state: dict[str, Any] = data.get("view_state", _NO_STATE)
         return state
+
+    def _restore_calibration(self, before_seq: int | None) -> None:
+        """Take back the latest calibration a view event of the session carries."""
+        rows = self.log.execute(
+            "SELECT json_extract(metadata, ?) AS state FROM conversation_history "
+            "WHERE session_id = ? AND seq < ? AND json_extract(metadata, ?) IS NOT NULL "
+            "ORDER BY seq DESC LIMIT 1",
+            (
+                f"$.{CALIBRATION_KEY}",
+                self.session_id,
+                before_seq if before_seq is not None else self.log.last_seq() + 1,
+                f"$.{CALIBRATION_KEY}",
+            ),
+        )
+        if rows:
+            state = json.loads(rows[0]["state"])
+            if isinstance(state, dict):
+                self.counter.restore(state)
 
     def _index_metadata(self, seq: int) -> dict[str, Any] | None:
         event = self.log.get(seq)

@@ -19,16 +19,22 @@ clamped to [0.25, 4] and the ratio to [0.5, 3] (exact tokenizers: [0.8, 1.5], si
 the chat template's overhead is left to learn). Raw counts are cached by callers and scaled
 on the total, so a ratio change never forces a recount.
 
+The calibration is state worth keeping: :meth:`TokenCounter.state` and
+:meth:`TokenCounter.restore` carry it across a restart (the working view stores it on the
+events it writes), so the first call after a restart counts like the last one before it.
+
 Invariants: counting is deterministic for a given ratio; ``raw("") == 0``; raw counts are
-additive over concatenation up to one token per boundary.
+additive over concatenation up to one token per boundary; a restored ratio is clamped to this
+counter's range like a learned one.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from scrollctx.errors import MissingDependency, UsageError
 
@@ -139,6 +145,19 @@ class TokenCounter:
     def count(self, text: str) -> int:
         """Return the calibrated count of ``text``."""
         return self.scale(self.raw(text))
+
+    def state(self) -> dict[str, float | int]:
+        """The learned calibration (``{"ratio", "samples"}``), for :meth:`restore`."""
+        return {"ratio": self.ratio, "samples": self.samples}
+
+    def restore(self, state: Mapping[str, Any]) -> None:
+        """Take back a calibration :meth:`state` returned (ignored when it is not one)."""
+        ratio, samples = state.get("ratio"), state.get("samples")
+        if not isinstance(ratio, int | float) or not isinstance(samples, int) or samples < 1:
+            return
+        low, high = _EXACT_CLAMP if self.is_exact else _ESTIMATE_CLAMP
+        self.ratio = min(max(float(ratio), low), high)
+        self.samples = samples
 
     def observe(self, *, raw_tokens: int, reported_tokens: int) -> float:
         """Learn from an endpoint's ``usage.prompt_tokens`` for a request of ``raw_tokens``.
