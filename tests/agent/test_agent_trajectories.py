@@ -247,6 +247,31 @@ def test_secrets_never_reach_the_log_or_the_trace(
         assert b"sk-scripted-test-key" not in path.read_bytes()
 
 
+def test_the_trace_redacts_configured_secrets_and_nothing_else(
+    beam_store: Path, openai_server: ScriptedOpenAIServer
+) -> None:
+    """Only the values the run was configured with are redacted: a key in the environment
+    that a cell prints, and a key in config.toml the model repeats; ordinary words that look
+    like credentials ("basic transaction CRUD", "token: 42") stay as they were."""
+    env_key, file_key = "sk-env-0123456789abcdef", "cfg-key-9876543210"
+    (beam_store / "config.toml").write_text(
+        f'[backends.other]\napi_key = "{file_key}"\n', encoding="utf-8"
+    )
+    task = "Plan the basic transaction CRUD; the token: 42 budget stays; password = hunter2."
+    cell = f"print('{env_key}', 'basic transaction CRUD')"
+    openai_server.enqueue_tool_calls([("repl_exec", {"source": cell})])
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": f"done, {file_key}"})])
+    environ = {**openai_server.environ, "OPENAI_API_KEY": env_key}
+    with Agent(model="openai:m", store=beam_store, environ=environ) as agent:
+        finished = agent.run(task)
+    assert finished.trace_path is not None
+    trace = json.loads(Path(finished.trace_path).read_text(encoding="utf-8"))
+    assert trace["task"] == task
+    text = json.dumps(trace)
+    assert env_key not in text and file_key not in text and text.count("[REDACTED]") >= 2
+    assert "basic transaction CRUD" in trace["steps"][0]["observation"]
+
+
 def test_anthropic_thinking_blocks_go_back_exactly(
     beam_store: Path, anthropic_server: ScriptedAnthropicServer
 ) -> None:

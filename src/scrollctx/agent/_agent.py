@@ -50,6 +50,7 @@ from scrollctx.agent._mcp_spec import McpServerSpec, mcp_prompt_line, mcp_specs
 from scrollctx.agent._policy import ContextPolicy, PolicyFactory, PolicyRequest, ScrollPolicy
 from scrollctx.agent._prompts import PromptSet, build_system_prompt, render_index_header
 from scrollctx.agent._tools import Expose, ToolContext, Toolset, UserTool, scroll_toolset, tool
+from scrollctx.agent._trace import configured_secrets
 from scrollctx.agent.backends import Backend, resolve_model
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import ConfigError, MissingDependency, UsageError
@@ -221,6 +222,7 @@ class Agent:
         env = os.environ if environ is None else environ
         self.prompts = prompts if isinstance(prompts, PromptSet) else PromptSet.load(prompts)
         self.config = resolve_config(store, environ=env)
+        self.secrets = configured_secrets(self.config, env)
         self.owns_backend = not isinstance(model, Backend)
         if isinstance(model, Backend):
             self.backend = model
@@ -408,6 +410,7 @@ class Agent:
                 text_is_reply=reply,
                 options=self.options,
                 prompts=self.prompts,
+                secrets=self.secrets,
                 events_in_task=mode != "ask",
                 searchable=mode != "ask",
                 stream=self.stream,

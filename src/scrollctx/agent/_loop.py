@@ -130,7 +130,8 @@ class AgentLoop:
     a :class:`TextDelta` (a chat shows the reply while it is written).
     ``text_is_reply`` (chat): a response with no action is the reply that ends the run; else
     the model is nudged to act or submit. ``options`` are per-call backend options; ``prompts``
-    the prompt files (the nudge text; default the package's).
+    the prompt files (the nudge text; default the package's); ``secrets`` the configured secret
+    values the trace must not contain.
     ``events_in_task``: tag the loop's own ``system`` events with the context's ``task_id``
     (off for memory probes, whose task is the imported conversation they ask about: a later
     probe's ``ms.search(scope='task')`` must find the conversation, not an earlier probe).
@@ -151,12 +152,14 @@ class AgentLoop:
         text_is_reply: bool = False,
         options: Mapping[str, Any] | None = None,
         prompts: PromptSet | None = None,
+        secrets: frozenset[str] = frozenset(),
         events_in_task: bool = True,
         searchable: bool = True,
         stream: bool = False,
     ) -> None:
         self.backend, self.policy, self.toolset, self.context = backend, policy, toolset, context
         self.prompts = prompts
+        self.secrets = secrets
         self.limits = limits or Limits()
         self.trace_dir = trace_dir
         self.text_is_reply = text_is_reply
@@ -189,7 +192,7 @@ class AgentLoop:
         run = _Run(
             run_id or new_id("run"),
             task,
-            TraceRecorder(ctx.task_id, "", ctx.session_id, self.model_name, task),
+            TraceRecorder(ctx.task_id, "", ctx.session_id, self.model_name, task, self.secrets),
         )
         run.trace.run_id = run.run_id
         seq = self._system(run, f"run {run.run_id} started with {self.model_name}", "run_start")

@@ -10,9 +10,13 @@ Shape::
 
 One entry per action; a model response with two tool calls gives two entries with the same
 ``step_index``, and a response with no action gives one entry whose ``action`` is null.
-Invariant: everything written passes through :func:`~scrollctx.agent.backends.redact`, so a
-credential that reached a message or an error text never reaches the file. The file is written
-whole to a temporary name and renamed, so a trace is either complete or absent.
+
+Invariant: every string written has each **configured secret value** (``secrets``: the API
+keys the run was given, in the environment or ``config.toml``; see :func:`configured_secrets`)
+replaced by ``[REDACTED]``, so a credential that reached a message or an error text never
+reaches the file; nothing else is rewritten (a trace of "basic transaction CRUD" says exactly
+that: no pattern of plain words is redacted). The file is written whole to a temporary name and
+renamed, so a trace is either complete or absent.
 """
 
 from __future__ import annotations
@@ -25,9 +29,40 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.agent._events import RunMetrics
-from scrollctx.agent.backends import redact
+from scrollctx.agent.backends import REDACTED, redact
+from scrollctx.config import Config
 
-__all__ = ["TraceRecorder"]
+__all__ = ["TraceRecorder", "configured_secrets", "redact_secrets"]
+
+_MIN_SECRET = 8
+"""Shorter values (``EMPTY``, ``none``: placeholders local servers take) are not secrets."""
+
+
+def configured_secrets(config: Config | None, environ: Mapping[str, str]) -> frozenset[str]:
+    """The secret values a run was configured with: every environment variable whose name
+    names a secret (``*_API_KEY``, ``*_TOKEN``, ``*SECRET``, ``*PASSWORD``: the names
+    :func:`~scrollctx.agent.backends.redact` treats as secrets) and every ``api_key`` of the
+    ``[backends.*]`` tables of ``config.toml``; values under eight characters are left out."""
+    values = {value for name, value in environ.items() if redact({name: value})[name] == REDACTED}
+    backends = config.settings.get("backends", {}) if config is not None else {}
+    if isinstance(backends, Mapping):
+        for section in backends.values():
+            if isinstance(section, Mapping) and isinstance(section.get("api_key"), str):
+                values.add(section["api_key"])
+    return frozenset(v for v in values if len(v) >= _MIN_SECRET)
+
+
+def redact_secrets(value: Any, secrets: frozenset[str]) -> Any:
+    """A copy of ``value`` with each of ``secrets`` replaced by ``[REDACTED]`` in every string."""
+    if isinstance(value, str):
+        for secret in sorted(secrets, key=len, reverse=True):
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, Mapping):
+        return {key: redact_secrets(item, secrets) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_secrets(item, secrets) for item in value]
+    return value
 
 
 @dataclass(slots=True)
@@ -39,6 +74,7 @@ class TraceRecorder:
     session_id: str
     model: str
     task: str
+    secrets: frozenset[str] = frozenset()
     steps: list[dict[str, Any]] = field(default_factory=list)
     _pending: dict[str, Any] | None = None
 
@@ -107,7 +143,8 @@ class TraceRecorder:
         path = directory / f"{self.run_id}.json"
         temporary = path.with_suffix(".json.tmp")
         temporary.write_text(
-            json.dumps(redact(dict(document)), ensure_ascii=False, indent=1), encoding="utf-8"
+            json.dumps(redact_secrets(dict(document), self.secrets), ensure_ascii=False, indent=1),
+            encoding="utf-8",
         )
         os.replace(temporary, path)
         return path
