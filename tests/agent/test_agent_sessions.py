@@ -112,7 +112,12 @@ def test_scroll_ask_through_the_console_script(
 
 
 def _tool_messages(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    """The tool results' text, without the namespace digest the last one carries."""
+    return [
+        m["content"].split("\n\n[namespace digest]")[0]
+        for m in body["messages"]
+        if m["role"] == "tool"
+    ]
 
 
 class _LocalModelMissing(importlib.abc.MetaPathFinder):

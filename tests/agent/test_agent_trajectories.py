@@ -39,7 +39,12 @@ def _rows(store: Path, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.R
 
 
 def _tool_messages(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    """The tool results' text, without the namespace digest the last one carries."""
+    return [_observed(m["content"]) for m in body["messages"] if m["role"] == "tool"]
+
+
+def _observed(text: str) -> str:
+    return text.split("\n\n[namespace digest]")[0]
 
 
 def _recall(source: str) -> tuple[str, dict[str, str]]:
@@ -143,8 +148,8 @@ def test_a_model_without_tool_calls_runs_its_fenced_code(
 
     assert (finished.status, finished.answer) == ("answered", "the answer is 42")
     second = openai_server.requests[1].body["messages"]
-    observation = [m for m in second if m["role"] == "user"][-2]
-    assert observation["content"] == "Observation (repl_exec):\nstdout:\n42"
+    observation = [m for m in second if m["role"] == "user"][-1]  # the digest closes it
+    assert _observed(observation["content"]) == "Observation (repl_exec):\nstdout:\n42"
 
 
 def test_user_tools_in_the_kernel_and_for_the_model(
@@ -308,7 +313,7 @@ def test_anthropic_thinking_blocks_go_back_exactly(
         if block.get("type") == "tool_result"
     )
     assert result["tool_use_id"] == "toolu_1"
-    assert result["content"] == "stdout:\n2"
+    assert _observed(result["content"]) == "stdout:\n2"
     assert finished.trace_path is not None
     trace = json.loads(finished.trace_path.read_text(encoding="utf-8"))
     assert trace["steps"][0]["reasoning"] == "Search first."

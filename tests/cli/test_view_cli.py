@@ -192,8 +192,9 @@ def test_view_of_a_session_the_agent_loop_wrote(store_dir: Path) -> None:
     # What the model got on its last call (without the per-call digest) is what scroll view
     # shows, followed by the model's final reply.
     last = [dict(m) for m in model.requests[-1].messages]
-    assert last[-1]["content"].startswith("[namespace digest]")
-    sent = last[:-1]
+    head, _, digest = last[-1]["content"].partition("\n\n[namespace digest]")
+    assert digest  # the digest closes the last message (roles alternate)
+    sent = [*last[:-1], {**last[-1], "content": head}]
     assert messages[: len(sent)] == sent
     assert messages[len(sent) :] == [
         {"role": "assistant", "content": f"Probe {rounds - 1} printed.\n"

@@ -257,3 +257,32 @@ def test_lineage_fields_reach_the_events(view_log: EventLog) -> None:
     (seq,) = view.append(OPENAI_TURNS[0], fields={"step_index": 3, "msg_index": 0})
     event = view_log.get(seq)
     assert (event.agent_id, event.run_id, event.step_index, event.msg_index) == ("a1", "r1", 3, 0)
+
+
+def test_the_openai_layout_never_sends_two_user_messages_in_a_row() -> None:
+    """Chat templates that enforce alternation (llama.cpp's strict ones) reject user, user:
+    the index opens the first user message, the digest closes the last user or tool message,
+    consecutive plain user messages merge; a real request after a tool result stays its own."""
+    from scrollctx.view import openai_layout
+
+    call = {"role": "assistant", "content": "", "tool_calls": [{"id": "c1"}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "out"}
+    body = [{"role": "user", "content": "task"}, call, result]
+    laid = openai_layout(body, "INDEX", "DIGEST")
+    assert laid == [
+        {"role": "user", "content": "INDEX\n\ntask"},
+        call,
+        {"role": "tool", "tool_call_id": "c1", "content": "out\n\nDIGEST"},
+    ]
+    assert body[0] == {"role": "user", "content": "task"}  # the input is not changed
+    reply = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    assert openai_layout(reply, "", "DIGEST")[-1] == {"role": "user", "content": "DIGEST"}
+    first_is_a_call = [call, result]
+    assert openai_layout(first_is_a_call, "INDEX", "")[0] == {"role": "user", "content": "INDEX"}
+    users = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    assert openai_layout(users, "", "") == [{"role": "user", "content": "a\n\nb"}]
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}
+    parts = [{"role": "user", "content": [image]}]
+    assert openai_layout(parts, "INDEX", "") == [
+        {"role": "user", "content": [{"type": "text", "text": "INDEX"}, image]}
+    ]

@@ -188,6 +188,13 @@ def check_provider_messages(view: WorkingView) -> None:
         assert pending == [], "a tool call lost its result"
         pending = [c["id"] for c in message.get("tool_calls") or []]
     assert pending == [] or openai[-1]["role"] == "assistant"
+    # Strict chat templates: no two user messages in a row, nor a user message right after a
+    # tool result unless it is a real request (the index and the digest never stand alone).
+    body = [m for m in openai if m["role"] != "system"]
+    for before, after in zip(body, body[1:], strict=False):
+        assert not (before["role"] == "user" and after["role"] == "user"), "two user messages"
+    if view.digest:
+        assert "[namespace digest]" in str(body[-1]["content"]) and body[-1]["role"] != "assistant"
     anthropic = view.render("anthropic")
     assert anthropic and anthropic[0]["role"] == "user"
     for before, after in zip(anthropic, anthropic[1:], strict=False):

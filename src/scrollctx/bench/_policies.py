@@ -10,7 +10,9 @@ probe session from the conversation's carried index, paper §3.3).
   baselines (the "Scroll w/o index" ablation keeps Scroll's view, without its index).
 
 Invariants: every message is appended to the Event Log before it is kept; the first message
-(the task) is never dropped, only cut; a tool call is never sent without its results.
+(the task) is never dropped, only cut; a tool call is never sent without its results; no two
+plain user messages go out in a row (the digest joins the message before it when that is a
+user message; ``openai_layout``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from scrollctx.agent import (
     persist_message,
 )
 from scrollctx.log import EventStore
-from scrollctx.view import estimate_tokens
+from scrollctx.view import estimate_tokens, openai_layout
 
 __all__ = ["WindowPolicy", "exchange_end", "message_tokens", "window_policy"]
 
@@ -116,11 +118,17 @@ class WindowPolicy:
         self._last_raw = sum(raw) + estimate_tokens(self.system_prompt)
         return PreparedContext(
             system=self.system_prompt,
-            messages=messages,
+            messages=self._laid_out(messages, digest),
             tokens=self._scaled(self._last_raw),
             tokens_before=before,
             evicted_turns=dropped,
         )
+
+    @staticmethod
+    def _laid_out(messages: list[Message], digest: str) -> list[Message]:
+        """The digest (kept last while fitting) joins the message before it."""
+        body = messages[:-1] if digest else messages
+        return openai_layout(body, "", digest)  # type: ignore[arg-type, return-value]
 
     def _scaled(self, raw: int) -> int:
         return int(raw * self.ratio)

@@ -17,6 +17,7 @@ from scrollctx.view._carried import (
     write_carried_indexes,
 )
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
+from scrollctx.view._render import openai_layout
 from scrollctx.view._reports import CallSnapshot, EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._simulate import SimulationResult, simulate
 from scrollctx.view._turns import VIEW_KEY, Turn, split_message
@@ -71,6 +72,7 @@ __all__ = [
     "index_events",
     "live_seqs",
     "load_index",
+    "openai_layout",
     "parse_headline",
     "simulate",
     "split_message",

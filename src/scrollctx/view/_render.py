@@ -8,6 +8,12 @@ blocks, and Anthropic thinking text becomes OpenAI ``reasoning_content``.
 
 Anthropic rules kept here: the system prompt is separate; consecutive messages of one role are
 merged into one message (tool results first); the first body message is a user message.
+
+OpenAI-compatible servers apply the model's chat template, and many templates enforce strict
+user/assistant alternation (a llama.cpp server rejects two user turns in a row). So the view's
+own scaffolding never stands alone there (:func:`openai_layout`): the index text opens the first
+user message, the namespace digest closes the last user or tool message, and consecutive plain
+text user messages become one (blank line between).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 
 from scrollctx.view._turns import Turn
 
-__all__ = ["merge_anthropic", "to_anthropic", "to_openai", "user_text"]
+__all__ = ["merge_anthropic", "openai_layout", "to_anthropic", "to_openai", "user_text"]
 
 
 def user_text(text: str) -> Turn:
@@ -150,3 +156,53 @@ def _as_blocks(content: Any) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     return list(content)
+
+
+def openai_layout(
+    body: list[dict[str, Any]], index_text: str, digest_text: str
+) -> list[dict[str, Any]]:
+    """The OpenAI body with no two user messages in a row (see the module docstring).
+
+    ``body`` is the rendered turns (read-only: changed messages are copies); ``index_text`` and
+    ``digest_text`` the scaffolding ("" for none). Text joins text with a blank line; a message
+    of content parts gets the text as a part of its own.
+    """
+    messages = list(body)
+    if index_text:
+        if messages and _joinable(messages[0], "user"):
+            messages[0] = {**messages[0], "content": _joined(index_text, messages[0]["content"])}
+        else:
+            messages.insert(0, {"role": "user", "content": index_text})
+    if digest_text:
+        if messages and (_joinable(messages[-1], "user") or _joinable(messages[-1], "tool")):
+            last = messages[-1]
+            messages[-1] = {**last, "content": _joined(last["content"], digest_text)}
+        else:
+            messages.append({"role": "user", "content": digest_text})
+    merged: list[dict[str, Any]] = []
+    for message in messages:
+        if merged and _joinable(merged[-1], "user") and _joinable(message, "user"):
+            content = _joined(merged[-1]["content"], message["content"])
+            merged[-1] = {**merged[-1], "content": content}
+        else:
+            merged.append(message)
+    return merged
+
+
+def _joinable(message: dict[str, Any], role: str) -> bool:
+    """A message of ``role`` whose content is text or content parts (no tool calls)."""
+    return (
+        message.get("role") == role
+        and isinstance(message.get("content"), str | list)
+        and not message.get("tool_calls")
+    )
+
+
+def _joined(first: Any, second: Any) -> Any:
+    if isinstance(first, str) and isinstance(second, str):
+        return f"{first}\n\n{second}"
+    return _parts(first) + _parts(second)
+
+
+def _parts(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)

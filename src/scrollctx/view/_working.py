@@ -1,8 +1,10 @@
 """The working view of one agent session, and eviction (the paper's Algorithm 1).
 
 The view is the system prompt, the eviction index message, the live turns and the namespace
-digest, rendered for a provider. It is bounded: :meth:`WorkingView.ensure_budget` runs
-Algorithm 1 whenever the view exceeds ``rho * budget_tokens``:
+digest, rendered for a provider (for OpenAI-compatible servers the index opens the first user
+message and the digest closes the last one, so roles alternate: :func:`openai_layout`). It is
+bounded: :meth:`WorkingView.ensure_budget` runs Algorithm 1 whenever the view exceeds
+``rho * budget_tokens``:
 
 1. **Persist** every live turn that is not yet in the Event Log. If that fails nothing is
    evicted (a turn that is not durable is never dropped).
@@ -64,7 +66,13 @@ from scrollctx.view._eviction import (
     protected_suffix,
 )
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
-from scrollctx.view._render import merge_anthropic, to_anthropic, to_openai, user_text
+from scrollctx.view._render import (
+    merge_anthropic,
+    openai_layout,
+    to_anthropic,
+    to_openai,
+    user_text,
+)
 from scrollctx.view._reports import CallSnapshot, EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._stored import Locations, pack, stored_locations, unpack
 from scrollctx.view._turns import PROVIDERS, VIEW_KEY, Turn, split_message, turn_from_event
@@ -361,19 +369,18 @@ class WorkingView:
             raise UsageError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}")
         if digest is not None:
             self.set_digest(digest)
-        render = to_openai if provider == "openai" else to_anthropic
-        body: list[dict[str, Any]] = []
-        if self._index_text:
-            body.append(render(user_text(self._index_text)))
-        body += [self._rendered(turn, provider) for turn in self._turns]
-        if self._digest:
-            body.append(render(user_text(DIGEST_HEADER + self._digest)))
+        turns = [self._rendered(turn, provider) for turn in self._turns]
+        digest = DIGEST_HEADER + self._digest if self._digest else ""
         if provider == "anthropic":
+            body = [to_anthropic(user_text(self._index_text))] if self._index_text else []
+            body += turns
+            if digest:
+                body.append(to_anthropic(user_text(digest)))
             messages = _anthropic_body(body)
-        elif self.system_prompt:
-            messages = [{"role": "system", "content": self.system_prompt}, *body]
         else:
-            messages = body
+            messages = openai_layout(turns, self._index_text, digest)
+            if self.system_prompt:
+                messages = [{"role": "system", "content": self.system_prompt}, *messages]
         self._last_raw_total = self._raw_total()
         tokens = self.tokens
         elapsed = (time.perf_counter() - started) * 1000
