@@ -247,6 +247,13 @@ class ScriptedOpenAIServer(_ScriptedServer):
     def __init__(self, models: Sequence[str] = ("scripted-model",)) -> None:
         super().__init__()
         self.models = list(models)
+        self.model_metadata: dict[str, dict[str, Any]] = {}
+        """Extra fields of a model's ``GET /v1/models`` entry (``max_model_len``...)."""
+
+    def reset(self) -> None:
+        """Forget queued replies, recorded requests and model metadata."""
+        super().reset()
+        self.model_metadata = {}
 
     @property
     def base_url(self) -> str:
@@ -260,7 +267,15 @@ class ScriptedOpenAIServer(_ScriptedServer):
 
     def handle(self, method: str, path: str, headers: dict[str, str], body: Any) -> ScriptedReply:
         if (method, path) == ("GET", "/v1/models"):
-            data = [{"id": m, "object": "model", "owned_by": "scripted"} for m in self.models]
+            data = [
+                {
+                    "id": m,
+                    "object": "model",
+                    "owned_by": "scripted",
+                    **self.model_metadata.get(m, {}),
+                }
+                for m in self.models
+            ]
             return ScriptedReply(body={"object": "list", "data": data})
         return super().handle(method, path, headers, body)
 

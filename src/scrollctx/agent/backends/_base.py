@@ -162,6 +162,13 @@ class Backend(ABC):
         """
         yield self.complete(request)
 
+    def reported_window(self) -> int | None:
+        """The context window the server reports for this model, or ``None`` (not reported).
+
+        The base reports none; a backend whose server publishes model metadata overrides it.
+        """
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook; most test doubles hold nothing
         """Release connections; the backend must not be used afterwards."""
 

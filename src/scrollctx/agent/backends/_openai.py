@@ -30,7 +30,7 @@ from typing import Any
 import openai
 
 from scrollctx.config import Config
-from scrollctx.errors import BadResponse, MissingCredentials
+from scrollctx.errors import BackendError, BadResponse, MissingCredentials
 
 from ._base import Backend, BackendOptions
 from ._openai_errors import OPENAI_KEY_HELP, map_openai_errors
@@ -108,6 +108,8 @@ class OpenAIBackend(Backend):
         super().__init__(model=model or SOURCE.default_model, options=options, retry=retry)
         self.options: OpenAIOptions
         self.base_url = base_url
+        self._window: int | None = None
+        self._window_asked = False
         self._owns_client = client is None
         self._client = client or openai.OpenAI(
             api_key=api_key or _PLACEHOLDER_KEY,
@@ -157,6 +159,27 @@ class OpenAIBackend(Backend):
                     yield delta
         yield builder.finish()
 
+    def reported_window(self) -> int | None:
+        """The window ``GET /v1/models`` gives for this model (``max_model_len`` on vLLM,
+        ``context_length`` on OpenRouter and LM Studio...), asked once; ``None`` when the
+        server does not report one or cannot be asked (that is not an error: the caller
+        falls back to its table)."""
+        if not self._window_asked:
+            self._window, self._window_asked = self._ask_window(), True
+        return self._window
+
+    def _ask_window(self) -> int | None:
+        try:
+            with map_openai_errors(self.name):
+                listed = self._client.models.list()
+        except BackendError as exc:
+            _log.debug("GET models failed, no reported window: %s", exc)
+            return None
+        for entry in listed.data:
+            if entry.id == self.model:
+                return _window_of(entry.model_dump())
+        return None
+
     def close(self) -> None:
         """Close the HTTP client if this backend created it."""
         if self._owns_client:
@@ -204,6 +227,19 @@ class OpenAIBackend(Backend):
         _log.debug("POST chat/completions (stream) %s", redact(_summary(body)))
         with map_openai_errors(self.name):
             return self._client.chat.completions.create(**body)
+
+
+_WINDOW_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length")
+
+
+def _window_of(entry: Mapping[str, Any]) -> int | None:
+    """The context window in a ``/v1/models`` entry, at its top level or under ``meta``."""
+    for place in (entry, entry.get("meta") or {}):
+        for key in _WINDOW_KEYS:
+            value = place.get(key) if isinstance(place, Mapping) else None
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
 
 
 def _require_key(endpoint: Endpoint) -> None:
