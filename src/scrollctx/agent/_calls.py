@@ -63,6 +63,9 @@ class ModelCall:
     message, the live turns, the digest."""
     view: WorkingView
     """The restored view: its live turns (with seq, folded, pinned) and index."""
+    parts: list[tuple[str, Message, Turn | None]] = field(default_factory=list)
+    """The body part by part, before the OpenAI layout joined the index and the digest to
+    the turns beside them: ``(kind, message, turn)``, kind ``index``, ``turn`` or ``digest``."""
     meta: dict[str, Any] = field(default_factory=dict)
     """The response's ``metadata.model_call`` (backend, model, usage, latency...)."""
 
@@ -125,8 +128,11 @@ def rebuild_call(
         with_index=not _has_kind(log, session_id, STATE_KIND),
     )
     digest = call_digest(response)
-    _, messages = ScrollPolicy(view, index_header=header).request(digest or "")
-    return ModelCall(session_id, number, len(seqs), seq, system, digest, messages, view, meta)
+    policy = ScrollPolicy(view, index_header=header)
+    _, messages = policy.request(digest or "")
+    return ModelCall(
+        session_id, number, len(seqs), seq, system, digest, messages, view, policy.parts(), meta
+    )
 
 
 def call_changes(log: EventLog, current: ModelCall, previous_seq: int | None) -> CallChanges:

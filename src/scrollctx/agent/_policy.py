@@ -37,6 +37,7 @@ from scrollctx.view import (
     INDEX_KIND,
     EvictionIndex,
     RenderedView,
+    Turn,
     WorkingView,
     split_message,
 )
@@ -241,6 +242,14 @@ class ScrollPolicy:
         if messages and messages[0].get("role") == "system":
             messages = messages[1:]
         return rendered, [self._headed(_as_message(m)) for m in messages]
+
+    def parts(self) -> list[tuple[str, Message, Turn | None]]:
+        """The body of :meth:`request` part by part, before the OpenAI layout joins the index
+        and the digest to the turns beside them (:meth:`WorkingView.openai_parts`)."""
+        return [
+            (kind, self._headed(_as_message(message)), turn)
+            for kind, message, turn in self.view.openai_parts()
+        ]
 
     def observe_usage(self, prompt_tokens: int) -> None:
         """Calibrate the view's token counter."""

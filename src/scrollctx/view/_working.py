@@ -387,6 +387,20 @@ class WorkingView:
         self._record_call(tokens, elapsed)
         return RenderedView(provider, self.system_prompt, messages, tokens, elapsed)
 
+    def openai_parts(self) -> list[tuple[str, dict[str, Any], Turn | None]]:
+        """The OpenAI body part by part, before :func:`openai_layout` joins them:
+        ``("index", message, None)``, ``("turn", message, turn)`` for each live turn, and
+        ``("digest", message, None)`` (for inspectors; nothing is recorded)."""
+        parts: list[tuple[str, dict[str, Any], Turn | None]] = []
+        if self._index_text:
+            parts.append(("index", {"role": "user", "content": self._index_text}, None))
+        parts += [("turn", self._rendered(turn, "openai"), turn) for turn in self._turns]
+        if self._digest:
+            parts.append(
+                ("digest", {"role": "user", "content": DIGEST_HEADER + self._digest}, None)
+            )
+        return parts
+
     def render(self, provider: str = "openai", digest: str | None = None) -> list[dict[str, Any]]:
         """Return the messages of :meth:`build` (for Anthropic, ``system`` is not among them)."""
         return self.build(provider, digest).messages

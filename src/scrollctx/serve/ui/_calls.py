@@ -38,7 +38,12 @@ class IndexPiece:
 
 @dataclass(frozen=True, slots=True)
 class MessagePart:
-    """One message of the request: what it is, the turn it renders, its shown text."""
+    """One message of the request: what it is, the turn it renders, its shown text.
+
+    On an OpenAI-compatible wire the index opens the first user message and the digest closes
+    the last one (roles alternate): such a message is one part, of the turn it renders, with
+    ``opens_with_index``; its ``text`` is then what follows the index.
+    """
 
     role: str
     part: str
@@ -47,6 +52,7 @@ class MessagePart:
     turn: Turn | None
     text: str
     is_cut: bool
+    opens_with_index: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,38 +77,51 @@ def call_page(log: EventLog, session_id: str, number: int, seqs: list[int]) -> C
     previous = seqs[number - 2] if number > 1 else None
     parts = _parts(call)
     header, pieces = "", list[IndexPiece]()
-    if parts and parts[0].part == "index":
-        header, pieces = _index_message(call.view.index, str(parts[0].message["content"]))
+    index = next((str(m["content"]) for kind, m, _ in call.parts if kind == "index"), None)
+    if index is not None:
+        header, pieces = _index_message(call.view.index, index)
     return CallPage(
         call, call_changes(log, call, previous), parts, header, pieces, call.part_tokens()
     )
 
 
 def _parts(call: ModelCall) -> list[MessagePart]:
-    messages = list(call.messages)
-    turns: list[Turn | None] = list(call.view.turns)
-    kinds = ["turn"] * len(turns)
-    if call.view.index_text():
-        turns.insert(0, None)
-        kinds.insert(0, "index")
-    if call.digest:
-        turns.append(None)
-        kinds.append("digest")
+    """One part per message sent, each with the view parts it holds (matched by text)."""
+    pending = list(call.parts)
     parts = []
-    for message, turn, kind in zip(messages, turns, kinds, strict=True):
+    for message in call.messages:
         content = message.get("content")
+        held = _held(pending, content)
+        kinds = [kind for kind, _, _ in held]
+        turn = next((t for _, _, t in held if t is not None), None)
         text = content if isinstance(content, str) else _json(content)
+        opens = kinds[:1] == ["index"] and len(held) > 1
+        if opens:
+            text = text[len(str(held[0][1]["content"])) :]
         parts.append(
             MessagePart(
                 str(message["role"]),
-                kind,
+                "turn" if turn is not None else (kinds[0] if kinds else "turn"),
                 dict(message),
                 turn,
                 text[:MESSAGE_CHARS],
                 len(text) > MESSAGE_CHARS,
+                opens,
             )
         )
     return parts
+
+
+def _held(pending: list[Any], content: Any) -> list[Any]:
+    """Take from ``pending`` the view parts one sent message holds (their texts joined)."""
+    held = [pending.pop(0)] if pending else []
+    while pending and isinstance(content, str) and _text(held) != content:
+        held.append(pending.pop(0))
+    return held
+
+
+def _text(parts: list[Any]) -> str:
+    return "\n\n".join(str(message.get("content")) for _, message, _ in parts)
 
 
 def _json(value: Any) -> str:
