@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from scrollctx.bench import task_text
 from scrollctx.bench._questions import (
     BEAM_ABILITIES,
     beam_questions,
+    locomo_options,
     locomo_questions,
     longmemeval_questions,
 )
@@ -84,6 +86,30 @@ def test_locomo_questions_categories(shared_data: Path, tmp_path: Path) -> None:
     assert len(everything) == 1986
     assert len({q.history.key for q in everything}) == 10
     assert everything[0].qid == "locomo/conv-26/0"
+
+
+def test_questions_are_posed_with_the_benchmarks_own_additions(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """LongMemEval gives the question's date; LoCoMo asks category 2 for an approximate date
+    from the session dates and poses category 5 as a two-option choice; the rest go as written."""
+    dated = longmemeval_questions(LME, tmp_path / "lme")[0]
+    assert task_text(dated) == f"{dated.question}\n\n(Today is 2023/06/20 (Tue) 09:15.)"
+    path = shared_data / "locomo" / "locomo10.json"
+    temporal, adversarial, single_hop = (
+        locomo_questions(path, tmp_path / code, categories=[code], limit=1)[0]
+        for code in ("2", "5", "4")
+    )
+    assert task_text(temporal).startswith(temporal.question + "\n\n")
+    assert "approximate date" in task_text(temporal) and "sessions" in task_text(temporal)
+    option_a, option_b = locomo_options(adversarial)
+    assert {option_a, option_b} == {
+        "Not mentioned in the conversation",
+        adversarial.extra["adversarial_answer"],
+    }
+    assert task_text(adversarial).endswith(f"(a) {option_a} (b) {option_b}")
+    assert locomo_options(adversarial) == (option_a, option_b)  # the same order every time
+    assert task_text(single_hop) == single_hop.question
 
 
 def test_locomo_bad_file(tmp_path: Path) -> None:

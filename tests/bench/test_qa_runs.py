@@ -212,6 +212,37 @@ def test_locomo_run_scores_f1_without_a_judge_and_j_with_one(
     assert judged.records()[0]["judge_settings"]["beam_ordering_match"] == "pairwise"
 
 
+def test_each_probe_runs_in_its_own_copy_of_the_history_store(
+    model_server: ScriptedModelServer, shared_data: Path, tmp_path: Path
+) -> None:
+    """Two questions about one conversation: each probe counts the rows of its store at the
+    same step, so they count the same only if neither sees the other's turns."""
+    from scrollctx.bench._questions import locomo_questions
+
+    questions = locomo_questions(
+        shared_data / "locomo" / "locomo10.json", tmp_path / "data", categories=["4"], limit=2
+    )
+    assert questions[0].history.key == questions[1].history.key
+    count = "print(ms.sql_query('SELECT count(*) AS n FROM hist.conversation_history')[0]['n'])"
+
+    def respond(request: RecordedRequest) -> ScriptedReply:
+        if not any(m["role"] == "tool" for m in request.body["messages"]):
+            call = ("recall_history_python", {"source": count})
+            return ScriptedOpenAIServer.tool_calls_reply([call])
+        return ScriptedOpenAIServer.tool_calls_reply([("submit_answer", {"answer": "x"})])
+
+    model_server.respond = respond
+    system = get_system("scroll", _settings(model_server), tmp_path / "work")
+    run_questions(questions, system, ResultFile(tmp_path / "r.jsonl"), judge=None, workers=1)
+    counts = [
+        int(re.match(r"stdout:\n(\d+)", m["content"]).group(1))  # type: ignore[union-attr]
+        for request in model_server.requests
+        for m in request.body["messages"][-1:]
+        if m["role"] == "tool"
+    ]
+    assert len(counts) == 2 and counts[0] == counts[1] > 419  # conv-26 has 419 turns
+
+
 def test_locomo_no_answer_counts_as_wrong_in_j_and_an_unreadable_j_keeps_the_f1(
     model_server: ScriptedModelServer, shared_data: Path, tmp_path: Path
 ) -> None:
