@@ -206,7 +206,9 @@ def _strict_reply(server: LlamaServer, system: str, messages: list[Any]) -> Comp
     with OpenAIBackend(
         model=STRICT, base_url=server.base_url, api_key="unused", retry=once
     ) as backend:
-        return backend.complete(ChatRequest(messages, system, [], {"max_tokens": 4}))
+        # A long timeout: the carried index is a few thousand tokens to read on a loaded CPU.
+        options = {"max_tokens": 4, "timeout": 600}
+        return backend.complete(ChatRequest(messages, system, [], options))
 
 
 def _roles(messages: list[Any]) -> list[str]:
@@ -248,4 +250,3 @@ def test_the_views_request_after_an_observation_passes_a_strict_template(
         _strict_reply(llama_server, prepared.system, unmerged)
     reply = _strict_reply(llama_server, prepared.system, prepared.messages)
     assert reply.usage is not None and reply.usage.prompt_tokens > 0
-
