@@ -64,6 +64,17 @@ def test_the_view_flags_and_model_options_reach_the_requests(
     assert (body["temperature"], body["seed"]) == (0.25, 7)
 
 
+@pytest.mark.parametrize("command", [["run"], ["ask"], ["chat"], ["bench", "run"]])
+def test_every_agent_command_takes_every_view_knob(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run([*command, "--help"]) == 0
+    shown = capsys.readouterr().out
+    knobs = ["--budget-tokens", "--rho", "--index-k", "--tail-groups", "--keep-results"]
+    knobs += ["--prompts", "--model-option", "--base-url", "--api-key"]
+    assert [knob for knob in knobs if knob not in shown] == []
+
+
 def test_config_toml_sets_the_view_and_a_flag_wins(
     openai_server: ScriptedOpenAIServer, endpoint: None, tmp_path: Path
 ) -> None:
