@@ -49,6 +49,8 @@ __all__ = [
     "ScriptedOpenAIServer",
     "ScriptedReply",
     "SleepRecorder",
+    "observed",
+    "tool_messages",
 ]
 
 
@@ -83,6 +85,16 @@ class RecordedRequest:
 
 
 Responder = Callable[[RecordedRequest], ScriptedReply]
+
+
+def observed(text: str) -> str:
+    """A recorded message's text without the namespace digest the view joins to its end."""
+    return text.split("\n\n[namespace digest]")[0]
+
+
+def tool_messages(body: dict[str, Any]) -> list[str]:
+    """The tool results of a recorded OpenAI request body, each without the digest."""
+    return [observed(m["content"]) for m in body["messages"] if m["role"] == "tool"]
 
 
 def _respond(responder: Responder, request: RecordedRequest) -> ScriptedReply:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from scripted_servers import ScriptedOpenAIServer
+from scripted_servers import ScriptedOpenAIServer, tool_messages
 
 from needs import import_or_missing
 from scrollctx.agent import (
@@ -108,16 +108,7 @@ def test_scroll_ask_through_the_console_script(
     assert json.loads(trace_path.read_text(encoding="utf-8"))["task_id"] == TASK
     system = openai_server.requests[0].body["messages"][0]["content"]
     assert "BEAM data layout" in system and f"task_id={TASK!r}" in system
-    assert _tool_messages(openai_server.requests[1].body) == ["stdout:\n3"]
-
-
-def _tool_messages(body: dict[str, Any]) -> list[str]:
-    """The tool results' text, without the namespace digest the last one carries."""
-    return [
-        m["content"].split("\n\n[namespace digest]")[0]
-        for m in body["messages"]
-        if m["role"] == "tool"
-    ]
+    assert tool_messages(openai_server.requests[1].body) == ["stdout:\n3"]
 
 
 class _LocalModelMissing(importlib.abc.MetaPathFinder):

@@ -12,7 +12,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
+from scripted_servers import (
+    ScriptedAnthropicServer,
+    ScriptedOpenAIServer,
+    observed,
+    tool_messages,
+)
 
 from scrollctx.agent import (
     Agent,
@@ -36,15 +41,6 @@ def _rows(store: Path, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.R
         return list(conn.execute(sql, params))
     finally:
         conn.close()
-
-
-def _tool_messages(body: dict[str, Any]) -> list[str]:
-    """The tool results' text, without the namespace digest the last one carries."""
-    return [_observed(m["content"]) for m in body["messages"] if m["role"] == "tool"]
-
-
-def _observed(text: str) -> str:
-    return text.split("\n\n[namespace digest]")[0]
 
 
 def _recall(source: str) -> tuple[str, dict[str, str]]:
@@ -95,9 +91,9 @@ def test_search_sql_filter_expand_submit(
         beam_store,
         "SELECT count(*) FROM conversation_history WHERE kind='conversation' AND step_index=1",
     )[0][0]
-    assert _tool_messages(bodies[2])[-1] == f"stdout:\n{session_rows}"
-    assert _tool_messages(bodies[3])[-1] == f"stdout:\n{[r['seq'] for r in expected]}"
-    assert _tool_messages(bodies[4])[-1] == "stdout:\n" + first["content"][:120].rstrip("\n")
+    assert tool_messages(bodies[2])[-1] == f"stdout:\n{session_rows}"
+    assert tool_messages(bodies[3])[-1] == f"stdout:\n{[r['seq'] for r in expected]}"
+    assert tool_messages(bodies[4])[-1] == "stdout:\n" + first["content"][:120].rstrip("\n")
     wire = json.dumps(bodies, ensure_ascii=False)
     assert first["content"][130:300] not in wire
     # The namespace digest shows the cached variables, not their contents.
@@ -149,7 +145,7 @@ def test_a_model_without_tool_calls_runs_its_fenced_code(
     assert (finished.status, finished.answer) == ("answered", "the answer is 42")
     second = openai_server.requests[1].body["messages"]
     observation = [m for m in second if m["role"] == "user"][-1]  # the digest closes it
-    assert _observed(observation["content"]) == "Observation (repl_exec):\nstdout:\n42"
+    assert observed(observation["content"]) == "Observation (repl_exec):\nstdout:\n42"
 
 
 def test_user_tools_in_the_kernel_and_for_the_model(
@@ -185,8 +181,8 @@ def test_user_tools_in_the_kernel_and_for_the_model(
         "`lookup_order(order_id: str) -> dict[str, Any]`: Return the order"
         in (first["messages"][0]["content"])
     )
-    assert _tool_messages(openai_server.requests[1].body) == ["stdout:\n31.5"]
-    assert _tool_messages(openai_server.requests[2].body)[-1] == "sunny in Oslo"
+    assert tool_messages(openai_server.requests[1].body) == ["stdout:\n31.5"]
+    assert tool_messages(openai_server.requests[2].body)[-1] == "sunny in Oslo"
     assert "darjeeling" not in json.dumps([r.body for r in openai_server.requests])
     bridged = _rows(
         beam_store,
@@ -211,12 +207,12 @@ def test_scroll_without_the_repl_uses_json_memory_tools(
     assert finished.answer == "done"
     names = [t["function"]["name"] for t in openai_server.requests[0].body["tools"]]
     assert names == ["ms_search", "ms_expand", "ms_sql_query", "submit_answer"]
-    found, note = _tool_messages(openai_server.requests[1].body)[0].rsplit("\n[note] ", 1)
+    found, note = tool_messages(openai_server.requests[1].body)[0].rsplit("\n[note] ", 1)
     hits = json.loads(found)
     assert len(hits) == 2 and all("sprint" in h["snippet"].lower() for h in hits)
     # The store has no vectors: the hybrid request says so and BM25 answers.
     assert {h["channel"] for h in hits} == {"bm25"} and "scroll embed" in note
-    expanded = json.loads(_tool_messages(openai_server.requests[2].body)[-1])
+    expanded = json.loads(tool_messages(openai_server.requests[2].body)[-1])
     assert [row["seq"] for row in expanded] == [29, 30]
 
 
@@ -313,7 +309,7 @@ def test_anthropic_thinking_blocks_go_back_exactly(
         if block.get("type") == "tool_result"
     )
     assert result["tool_use_id"] == "toolu_1"
-    assert _observed(result["content"]) == "stdout:\n2"
+    assert observed(result["content"]) == "stdout:\n2"
     assert finished.trace_path is not None
     trace = json.loads(finished.trace_path.read_text(encoding="utf-8"))
     assert trace["steps"][0]["reasoning"] == "Search first."
@@ -335,7 +331,7 @@ def test_a_later_probe_searching_its_task_does_not_find_an_earlier_probe(
         agent.ask("First probe?", task_id=TASK)
         agent.ask("Second probe?", task_id=TASK)
 
-    (observation,) = _tool_messages(openai_server.requests[2].body)
+    (observation,) = tool_messages(openai_server.requests[2].body)
     in_task, in_store, sprints = json.loads(observation.removeprefix("stdout:\n"))
     # A probe's turns are not evidence: they stay out of search in the task and in the store.
     assert (in_task, in_store) == (0, 0)

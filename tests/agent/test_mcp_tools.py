@@ -11,10 +11,9 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from scripted_servers import ScriptedOpenAIServer
+from scripted_servers import ScriptedOpenAIServer, tool_messages
 
 from needs import import_or_missing
 from procs import alive, descendants, wait_for
@@ -201,15 +200,11 @@ def test_an_agent_run_calls_mcp_tools_and_loses_a_dead_servers_tools(
     assert "MCP servers `time`, `faulty`" in first["messages"][0]["content"]
     state = first["messages"][-1]["content"]  # the kernel's state ends every request
     assert "`time.get_current_time(timezone)`" in state and "`faulty.echo(text)`" in state
-    assert _tool_messages(second) == ["stdout:\nUTC"]
-    said = _tool_messages(third)[-1]
+    assert tool_messages(second) == ["stdout:\nUTC"]
+    said = tool_messages(third)[-1]
     assert "the MCP server 'faulty'" in said and "stopped during crash" in said
     assert not [
         name for name in (t["function"]["name"] for t in third["tools"]) if "faulty" in name
     ]
     assert "'faulty' is unavailable" in third["messages"][-1]["content"]
     assert "`faulty.echo" not in third["messages"][-1]["content"]
-
-
-def _tool_messages(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
