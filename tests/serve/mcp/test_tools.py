@@ -1,15 +1,19 @@
-"""Every tool, resource and the prompt of ``scroll mcp`` over stdio, on an ingested BEAM store,
-driven by the official SDK client in both protocol eras (2026-07-28 and the 2025 handshake)."""
+"""Every tool, resource and the prompt of ``scroll mcp`` on an ingested BEAM store, driven by
+the official SDK client over stdio and streamable HTTP, in both protocol eras
+(2026-07-28 and the 2025 handshake)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from mcp_helpers import call, stdio_session, text
+from mcp import Client
+from mcp_helpers import call, http_server, http_session, stdio_session, text
 
 from scrollctx.log import EventLog, NewEvent
 from scrollctx.surface import open_surface
@@ -44,15 +48,32 @@ def allowed(tmp_path: Path, transcripts: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@asynccontextmanager
+async def connected(
+    transport: str, store: Path, *args: str, errlog: Path, mode: str
+) -> AsyncIterator[Client]:
+    """The SDK client on a real ``scroll mcp STORE ARGS`` over ``transport``."""
+    if transport == "stdio":
+        async with stdio_session(store, *args, errlog=errlog, mode=mode) as client:
+            yield client
+        return
+    with http_server(store, *args, errlog=errlog) as (url, _):
+        async with http_session(url, mode=mode) as client:
+            yield client
+
+
+@pytest.mark.parametrize(
+    "transport,mode", [("stdio", "auto"), ("stdio", "legacy"), ("http", "auto"), ("http", "legacy")]
+)
 async def test_every_tool_on_a_beam_store(
-    beam_store: Path, allowed: Path, tmp_path: Path, mode: str
+    beam_store: Path, allowed: Path, tmp_path: Path, transport: str, mode: str
 ) -> None:
     add_index(beam_store, "chat-indexed")
     with open_surface(beam_store / "history.db") as ms:
         expected = {row["seq"]: row["content"] for row in ms.expand(1, 60)}
     args = ("--ingest-dir", str(allowed))
-    async with stdio_session(beam_store, *args, errlog=tmp_path / "err", mode=mode) as client:
+    errlog = tmp_path / "err"
+    async with connected(transport, beam_store, *args, errlog=errlog, mode=mode) as client:
         listed = (await client.list_tools()).tools
         assert {tool.name for tool in listed} == TOOLS
         assert all(tool.description and "Example" in tool.description for tool in listed)
@@ -104,7 +125,11 @@ async def test_every_tool_on_a_beam_store(
 
         first = await call(client, "scroll_python", source="hits = ms.search('Flask', k=5)")
         assert not first.is_error and "hits: ResultRows" in text(first)
-        second = await call(client, "scroll_python", source="print(sorted(h['seq'] for h in hits))")
+        handle = first.structured_content["session"]  # minted over HTTP 2026-07-28 only
+        assert (handle is not None) == (transport == "http" and mode == "auto")
+        kernel = {"session": handle} if handle else {}
+        second = await call(client, "scroll_python",
+                            source="print(sorted(h['seq'] for h in hits))", **kernel)  # fmt: skip
         assert text(second).startswith("stdout:\n[")
 
         note = {"session_id": "notes", "content": "Chose SQLite for the prototype", "key": "db"}
