@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from scrollctx.view._eviction import build_block, fold_stub, group_turns, protected_suffix
+from scrollctx.view._eviction import (
+    active_start,
+    build_block,
+    fold_stub,
+    group_turns,
+    protected_suffix,
+)
 from scrollctx.view._turns import Turn
 
 
@@ -49,6 +55,18 @@ def test_a_large_eviction_merges_neighbouring_lines_keeping_every_request() -> N
     ]
     assert [anchor["seq"] for line in block.lines for anchor in line.anchors] == list(range(1, 10))
     assert [line.anchor_count for line in block.lines] == [2, 2, 2, 2, 1]
+    # Seventeen groups: three to a line, the middle one named by neither end.
+    turns = [_turn("user", seq, f"request {seq}") for seq in range(1, 18)]
+    lines = build_block(turns, group_turns(turns)).lines
+    assert [(line.lo, line.hi) for line in lines] == [
+        (1, 3),
+        (4, 6),
+        (7, 9),
+        (10, 12),
+        (13, 15),
+        (16, 17),
+    ]
+    assert lines[0].text == "user: request 1 … user: request 3"
 
 
 def test_a_request_is_indexed_by_its_label_when_it_has_one() -> None:
@@ -70,6 +88,8 @@ def test_a_fold_stub_previews_the_start_of_the_output() -> None:
     assert fold_stub(blank_start) == (
         "[tool output folded: 409 chars at seq 7; ms.expand(7) returns it in full] l"
     )
+    exactly = _turn("tool", 9, "y" * 80, tool_call_id="c3")
+    assert fold_stub(exactly).endswith("in full] " + "y" * 80)  # all of it: no ellipsis
     wordy = _turn("tool", 8, "word " * 100, tool_call_id="c2")
     assert fold_stub(wordy).endswith("in full] " + "word " * 16 + "…")  # 80 characters
 
@@ -85,3 +105,21 @@ def test_a_tail_longer_than_the_view_protects_all_of_it() -> None:
     groups = group_turns(turns)
     assert protected_suffix(turns, groups, tail_groups=5, keep_results=0) == 0
     assert protected_suffix(turns, groups, tail_groups=1, keep_results=0) == 1
+
+
+def test_an_exchange_is_named_by_its_newest_headline() -> None:
+    call = {"type": "call", "id": "c1", "name": "run", "args": {}}
+    turns = [
+        _turn("assistant", 1, "", blocks=[call], headline="step 1 | planned | run | running"),
+        _turn("tool", 2, "done", tool_call_id="c1", headline="step 1 | ran | check | ok"),
+    ]
+    [line] = build_block(turns, group_turns(turns)).lines
+    assert line.text == "⟦ step 1 | ran | check | ok ⟧"
+
+
+def test_the_active_request_is_the_latest_real_one() -> None:
+    assert active_start([]) == 0
+    nudge = _turn("user", 3, "keep going", synthetic=True)
+    turns = [_turn("user", 1, "first"), _turn("assistant", 2, "ok"), nudge]
+    assert active_start(turns) == 0  # a synthetic nudge is not a request
+    assert active_start([_turn("assistant", 1, "hello")]) == 1  # none: past the end
