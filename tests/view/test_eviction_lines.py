@@ -20,23 +20,31 @@ def _turn(role: str, seq: int, text: str, **fields: Any) -> Turn:
 
 def test_each_request_is_one_anchor_and_an_exchange_names_its_calls() -> None:
     call = {"type": "call", "id": "c1", "name": "search", "args": {"q": "invoice " * 10}}
+    again = {"type": "call", "id": "c2", "name": "search", "args": {"q": "bill"}}
     turns = [
         _turn("user", 1, "find the invoice"),
-        _turn("assistant", 2, "", label="Looking.", blocks=[call]),
+        _turn("assistant", 2, "", label="Looking.", blocks=[call, again]),
         _turn("tool", 3, "found it", tool_call_id="c1", tool_name="search"),
-        _turn("user", 4, "thanks"),
+        _turn("tool", 4, "nothing", tool_call_id="c2", tool_name="search"),
+        _turn("user", 5, "thanks"),
     ]
     block = build_block(turns, group_turns(turns))
     assert [(line.lo, line.hi, line.kind, line.text) for line in block.lines] == [
         (1, 1, "user", "user: find the invoice"),
         # the call's arguments shown up to 60 characters
-        (2, 3, "turn", f"Looking. [called search({str(call['args'])[:60]}); 1 result(s)]"),
-        (4, 4, "user", "user: thanks"),
+        (
+            2,
+            4,
+            "turn",
+            f"Looking. [called search({str(call['args'])[:60]}), search({{'q': 'bill'}}); "
+            "2 result(s)]",
+        ),
+        (5, 5, "user", "user: thanks"),
     ]
     requests = [(line.anchors, line.anchor_count) for line in block.lines if line.kind == "user"]
     assert requests == [
         ([{"seq": 1, "text": "find the invoice"}], 1),
-        ([{"seq": 4, "text": "thanks"}], 1),
+        ([{"seq": 5, "text": "thanks"}], 1),
     ]
     assert block.collapse().anchor_count == 2  # a roll-up counts the two requests
 
@@ -55,6 +63,12 @@ def test_a_large_eviction_merges_neighbouring_lines_keeping_every_request() -> N
     ]
     assert [anchor["seq"] for line in block.lines for anchor in line.anchors] == list(range(1, 10))
     assert [line.anchor_count for line in block.lines] == [2, 2, 2, 2, 1]
+    # Eight groups fit: one line each, requests staying request lines.
+    turns = [_turn("user", seq, f"request {seq}") for seq in range(1, 9)]
+    lines = build_block(turns, group_turns(turns)).lines
+    assert [(line.kind, line.text) for line in lines] == [
+        ("user", f"user: request {seq}") for seq in range(1, 9)
+    ]
     # Seventeen groups: three to a line, the middle one named by neither end.
     turns = [_turn("user", seq, f"request {seq}") for seq in range(1, 18)]
     lines = build_block(turns, group_turns(turns)).lines
