@@ -224,7 +224,8 @@ class BackendError(ScrollError):
     """An LLM provider failed.
 
     ``backend`` names the backend (``"openai"``), ``status_code`` is the HTTP status when there
-    was one, and ``retry_after`` the seconds the provider asked us to wait, when it said.
+    was one, ``retry_after`` the seconds the provider asked us to wait, when it said, and
+    ``body`` the provider's answer exactly as it sent it (so a proxy can relay it).
     """
 
     def __init__(
@@ -234,11 +235,13 @@ class BackendError(ScrollError):
         backend: str | None = None,
         status_code: int | None = None,
         retry_after: float | None = None,
+        body: str | None = None,
     ) -> None:
         super().__init__(message)
         self.backend = backend
         self.status_code = status_code
         self.retry_after = retry_after
+        self.body = body
 
 
 class MissingCredentials(BackendError):

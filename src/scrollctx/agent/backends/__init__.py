@@ -33,6 +33,7 @@ from ._types import (
     Usage,
     parse_tool_arguments,
 )
+from ._wire import StreamBuilder, WireStream
 
 __all__ = [
     "Backend",
@@ -47,9 +48,11 @@ __all__ = [
     "REDACTED",
     "RETRY_LOGGER",
     "RetryPolicy",
+    "StreamBuilder",
     "ToolCall",
     "ToolSpec",
     "Usage",
+    "WireStream",
     "backend_class",
     "backend_names",
     "call_with_retries",

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,7 @@ from ._types import (
     Usage,
     parse_tool_arguments,
 )
+from ._wire import WireDoor
 
 __all__ = ["AnthropicBackend", "AnthropicOptions", "parse_message", "to_anthropic_messages"]
 
@@ -75,12 +77,15 @@ class AnthropicOptions(BackendOptions):
     timeout: float = 120.0
 
 
-class AnthropicBackend(Backend):
+class AnthropicBackend(WireDoor, Backend):
     """Claude through the Anthropic Messages API."""
 
     name = "anthropic"
     supports_tools = True
     can_stream = True
+    wire = "anthropic"
+    wire_path = "/v1/messages"
+    models_path = "/v1/models"
     Options = AnthropicOptions
 
     def __init__(
@@ -143,17 +148,38 @@ class AnthropicBackend(Backend):
                 delta = builder.add(event.to_dict())
                 if delta.text or delta.reasoning:
                     yield delta
-        yield parse_message(builder.message(), model=self.model, backend=self.name)
+        yield parse_message(builder.answer(), model=self.model, backend=self.name)
+
+    def read_answer(self, answer: Mapping[str, Any]) -> Completion:
+        """Parse a message JSON answer (from :meth:`send`, or assembled from a stream)."""
+        return parse_message(answer, model=self.model, backend=self.name)
+
+    def stream_builder(self) -> _MessageBuilder:
+        """A fresh builder that folds :meth:`send_stream` events into the non-streamed answer."""
+        return _MessageBuilder()
 
     def close(self) -> None:
         """Close the HTTP client if this backend created it."""
         if self._owns_client:
             self._client.close()
 
+    def _wire_body(self, body: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+        """The body with this backend's model and ``max_tokens`` where it names none."""
+        wire = {k: v for k, v in body.items() if k != "stream"}
+        wire.setdefault("model", self.model)
+        wire.setdefault("max_tokens", self.options.max_tokens)
+        if stream:
+            wire["stream"] = True
+        return wire
+
+    def _wire_errors(self) -> AbstractContextManager[None]:
+        return map_anthropic_errors(self.name)
+
+    def _wire_stream_class(self) -> Any:
+        return import_sdk().Stream[object]
+
     def _open_stream(self, body: dict[str, Any]) -> Any:
-        _log.debug(
-            "POST messages (stream) %s", redact({k: v for k, v in body.items() if k != "messages"})
-        )
+        _log.debug("POST messages (stream) %s", redact(_without_messages(body)))
         with map_anthropic_errors(self.name):
             return self._client.messages.create(**body)
 
@@ -168,10 +194,7 @@ class AnthropicBackend(Backend):
         if system:
             body["system"] = system
         if request.tools:
-            body["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
-                for t in request.tools
-            ]
+            body["tools"] = [tool.to_anthropic() for tool in request.tools]
             if options.tool_choice is not None:
                 # accept the OpenAI spelling "required" for Anthropic's "any"
                 choice = "any" if options.tool_choice == "required" else options.tool_choice
@@ -187,7 +210,7 @@ class AnthropicBackend(Backend):
         return body
 
     def _post(self, body: dict[str, Any]) -> Any:
-        _log.debug("POST messages %s", redact({k: v for k, v in body.items() if k != "messages"}))
+        _log.debug("POST messages %s", redact(_without_messages(body)))
         with map_anthropic_errors(self.name):
             text = self._client.messages.with_raw_response.create(**body).http_response.text
         try:
@@ -197,6 +220,10 @@ class AnthropicBackend(Backend):
                 f"{self.name} answered with invalid JSON ({exc.msg}): {redact(text[:200])!r}",
                 backend=self.name,
             ) from exc
+
+
+def _without_messages(body: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k != "messages"}
 
 
 def _require_key(endpoint: Endpoint) -> None:
@@ -405,8 +432,8 @@ class _MessageBuilder:
             self.partial_json[index] = self.partial_json.get(index, "") + delta["partial_json"]
         return Delta()
 
-    def message(self) -> dict[str, Any]:
-        """The assembled message body, blocks in index order."""
+    def answer(self) -> dict[str, Any]:
+        """The message JSON the events seen so far add up to, blocks in index order."""
         for index, raw in self.partial_json.items():
             arguments, error = parse_tool_arguments(raw)
             self.blocks[index]["input"] = arguments if error is None else raw

@@ -33,7 +33,7 @@ from scrollctx.errors import (
     RequestRejected,
 )
 
-from ._retry import parse_retry_after
+from ._retry import error_details
 from ._secrets import redact
 
 __all__ = ["ANTHROPIC_KEY_HELP", "anthropic_rules", "import_sdk", "map_anthropic_errors"]
@@ -58,12 +58,7 @@ Translate = Callable[[Any, str], BackendError]
 
 
 def _kwargs(exc: Any, backend: str) -> dict[str, Any]:
-    response = getattr(exc, "response", None)
-    return {
-        "backend": backend,
-        "status_code": getattr(response, "status_code", None),
-        "retry_after": parse_retry_after(getattr(response, "headers", None)),
-    }
+    return error_details(exc, backend)
 
 
 def _detail(exc: Any) -> str:

@@ -10,6 +10,11 @@ Invariants:
   lists the valid keys, so a typo fails before any request is sent.
 - A backend never reads ``os.environ``: :meth:`Backend.from_spec` receives the environment as
   a mapping from the registry, which gets it from its caller.
+- A backend whose provider has a wire format others speak (``wire``: ``openai`` chat
+  completions, ``anthropic`` Messages) also takes request bodies in that format as they are
+  (:meth:`Backend.send`, :meth:`Backend.send_stream`) and answers with the provider's JSON
+  unchanged, through the same client, error translation and retry policy as
+  :meth:`Backend.complete` (:mod:`._wire`). A proxy passes its clients' requests through it.
 """
 
 from __future__ import annotations
@@ -19,13 +24,16 @@ import types
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, ClassVar, Self, Union, get_args, get_origin, get_type_hints
 
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
 
 from ._retry import RetryPolicy
 from ._types import ChatRequest, Completion, Delta
+
+if TYPE_CHECKING:
+    from ._wire import StreamBuilder, WireStream
 
 __all__ = ["Backend", "BackendOptions"]
 
@@ -120,6 +128,8 @@ class Backend(ABC):
     supports_tools: ClassVar[bool] = False
     can_stream: ClassVar[bool] = False
     context_window: ClassVar[int | None] = None
+    wire: ClassVar[str | None] = None
+    """The provider API whose bodies :meth:`send` takes (``openai``, ``anthropic``), if any."""
     Options: ClassVar[type[BackendOptions]] = BackendOptions
 
     def __init__(
@@ -168,6 +178,38 @@ class Backend(ABC):
         The base reports none; a backend whose server publishes model metadata overrides it.
         """
         return None
+
+    def send(self, body: Mapping[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+        """Send a request body in the provider's wire format; return its JSON answer unchanged.
+
+        ``timeout`` caps this request (default: the ``timeout`` option).
+
+        Raises:
+            UsageError: the backend has no wire format (``wire`` is None).
+        """
+        raise UsageError(self._no_wire())
+
+    def send_stream(self, body: Mapping[str, Any], *, timeout: float | None = None) -> WireStream:
+        """Like :meth:`send` with streaming on: each event's JSON as it arrives."""
+        raise UsageError(self._no_wire())
+
+    def read_answer(self, answer: Mapping[str, Any]) -> Completion:
+        """Parse an answer of :meth:`send` (or one a :meth:`stream_builder` assembled)."""
+        raise UsageError(self._no_wire())
+
+    def stream_builder(self) -> StreamBuilder:
+        """A fresh :class:`StreamBuilder` for the events of one :meth:`send_stream`."""
+        raise UsageError(self._no_wire())
+
+    def models(self) -> dict[str, Any]:
+        """Return the provider's model list (``GET /models``) as it sent it."""
+        raise UsageError(self._no_wire())
+
+    def _no_wire(self) -> str:
+        return (
+            f"the {self.name or type(self).__name__} backend takes no wire-format requests; "
+            "use an openai: or anthropic: backend"
+        )
 
     def close(self) -> None:  # noqa: B027 - optional hook; most test doubles hold nothing
         """Release connections; the backend must not be used afterwards."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ from ._retry import RetryPolicy, call_with_retries
 from ._secrets import redact
 from ._settings import Endpoint, EndpointSource, resolve_endpoint
 from ._types import ChatRequest, Completion, Delta, Message, ToolCall, Usage, parse_tool_arguments
+from ._wire import WireDoor
 
 __all__ = ["OpenAIBackend", "OpenAIOptions"]
 
@@ -87,12 +89,15 @@ class OpenAIOptions(BackendOptions):
     send_reasoning: bool = False
 
 
-class OpenAIBackend(Backend):
+class OpenAIBackend(WireDoor, Backend):
     """Chat completions through the ``openai`` SDK against any OpenAI-compatible base URL."""
 
     name = "openai"
     supports_tools = True
     can_stream = True
+    wire = "openai"
+    wire_path = "/chat/completions"
+    models_path = "/models"
     Options = OpenAIOptions
 
     def __init__(
@@ -154,7 +159,7 @@ class OpenAIBackend(Backend):
         builder = _StreamBuilder(model=self.model, backend=self.name)
         with map_openai_errors(self.name):
             for chunk in chunks:
-                delta = builder.add(chunk)
+                delta = builder.add(chunk.model_dump())
                 if delta.text or delta.reasoning:
                     yield delta
         yield builder.finish()
@@ -180,10 +185,42 @@ class OpenAIBackend(Backend):
                 return _window_of(entry.model_dump())
         return None
 
+    def read_answer(self, answer: Mapping[str, Any]) -> Completion:
+        """Parse a chat-completion JSON answer (from :meth:`send`, or assembled from a stream)."""
+        return parse_chat_completion(answer, model=self.model, backend=self.name)
+
+    def stream_builder(self) -> _StreamBuilder:
+        """A fresh builder that folds :meth:`send_stream` chunks into the non-streamed answer."""
+        return _StreamBuilder(model=self.model, backend=self.name)
+
     def close(self) -> None:
         """Close the HTTP client if this backend created it."""
         if self._owns_client:
             self._client.close()
+
+    def _wire_body(self, body: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
+        """Messages shaped as :meth:`complete` shapes them (wire keys only, ``content`` never
+        null, reasoning back only with ``send_reasoning``); model and reply cap where absent."""
+        wire = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+        if isinstance(wire.get("messages"), list):
+            send_reasoning = self.options.send_reasoning
+            wire["messages"] = [
+                _wire_message(m, send_reasoning=send_reasoning) for m in wire["messages"]
+            ]
+        wire.setdefault("model", self.model)
+        if "max_tokens" not in wire and "max_completion_tokens" not in wire:
+            wire[_reply_cap_key(self._client)] = self.options.max_tokens or DEFAULT_MAX_TOKENS
+        if stream:
+            wire["stream"] = True
+            if self.options.stream_usage:
+                wire["stream_options"] = {"include_usage": True}
+        return wire
+
+    def _wire_errors(self) -> AbstractContextManager[None]:
+        return map_openai_errors(self.name)
+
+    def _wire_stream_class(self) -> Any:
+        return openai.Stream[object]
 
     def _body(self, request: ChatRequest, *, stream: bool) -> dict[str, Any]:
         options = self.options.merged(request.options)
@@ -353,65 +390,71 @@ def _usage(raw: Any) -> Usage | None:
 
 
 class _StreamBuilder:
-    """Accumulates SSE chunks into one :class:`Completion`."""
+    """Accumulates chunk JSON into the answer a non-streamed request would have got."""
 
     def __init__(self, *, model: str, backend: str) -> None:
         self.model, self.backend = model, backend
+        self.head: dict[str, Any] = {}
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.reasoning_key = ""
         self.calls: dict[int, dict[str, Any]] = {}
         self.finish_reason: str | None = None
-        self.usage: Usage | None = None
+        self.usage: Any = None
 
-    def add(self, chunk: Any) -> Delta:
+    def add(self, chunk: Mapping[str, Any]) -> Delta:
         """Fold one chunk in; return the text and reasoning it added."""
-        self.model = getattr(chunk, "model", None) or self.model
-        if getattr(chunk, "usage", None) is not None:
-            self.usage = _usage(chunk.usage.model_dump())
+        if not self.head:
+            self.head = {k: chunk[k] for k in ("id", "created", "model") if k in chunk}
+        if chunk.get("usage") is not None:
+            self.usage = chunk["usage"]
         text, reasoning = "", ""
-        for choice in getattr(chunk, "choices", None) or []:
-            delta = choice.delta
-            text += delta.content or ""
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text += delta.get("content") or ""
             reasoning += self._reasoning(delta)
-            for call in delta.tool_calls or []:
+            for call in delta.get("tool_calls") or []:
                 self._add_call(call)
-            self.finish_reason = choice.finish_reason or self.finish_reason
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
         self.text.append(text)
         self.reasoning.append(reasoning)
         return Delta(text=text, reasoning=reasoning)
 
-    def _reasoning(self, delta: Any) -> str:
+    def _reasoning(self, delta: Mapping[str, Any]) -> str:
         for key in _REASONING_KEYS:
-            value = getattr(delta, key, None)
+            value = delta.get(key)
             if isinstance(value, str) and value:
                 self.reasoning_key = key
                 return value
         return ""
 
-    def _add_call(self, call: Any) -> None:
-        slot = self.calls.setdefault(call.index, {"id": None, "name": "", "arguments": ""})
-        slot["id"] = call.id or slot["id"]
-        if call.function is not None:
-            slot["name"] += call.function.name or ""
-            slot["arguments"] += call.function.arguments or ""
+    def _add_call(self, call: Mapping[str, Any]) -> None:
+        slot = self.calls.setdefault(
+            call.get("index") or 0, {"id": None, "name": "", "arguments": ""}
+        )
+        slot["id"] = call.get("id") or slot["id"]
+        function = call.get("function") or {}
+        slot["name"] += function.get("name") or ""
+        slot["arguments"] += function.get("arguments") or ""
+
+    def answer(self) -> dict[str, Any]:
+        """The chat-completion JSON the chunks seen so far add up to."""
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.text) or None}
+        reasoning = "".join(self.reasoning)
+        if reasoning:
+            message[self.reasoning_key] = reasoning
+        if self.calls:
+            message["tool_calls"] = [
+                {"id": slot["id"], "type": "function",
+                 "function": {"name": slot["name"], "arguments": slot["arguments"]}}
+                for _, slot in sorted(self.calls.items())
+            ]  # fmt: skip
+        answer: dict[str, Any] = {"object": "chat.completion", "model": self.model, **self.head}
+        answer["choices"] = [{"index": 0, "message": message, "finish_reason": self.finish_reason}]
+        if self.usage is not None:
+            answer["usage"] = self.usage
+        return answer
 
     def finish(self) -> Completion:
         """The completion assembled from every chunk seen."""
-        reasoning = "".join(self.reasoning)
-        calls = [
-            {"id": slot["id"], "function": {"name": slot["name"], "arguments": slot["arguments"]}}
-            for _, slot in sorted(self.calls.items())
-        ]
-        return Completion(
-            text="".join(self.text),
-            tool_calls=tuple(_tool_call(raw, index) for index, raw in enumerate(calls)),
-            reasoning=reasoning,
-            reasoning_blocks=({"type": self.reasoning_key, "text": reasoning},)
-            if reasoning
-            else (),
-            finish_reason=self.finish_reason,
-            usage=self.usage,
-            model=self.model,
-            backend=self.backend,
-        )
+        return parse_chat_completion(self.answer(), model=self.model, backend=self.backend)

@@ -32,7 +32,7 @@ from scrollctx.errors import (
     RequestRejected,
 )
 
-from ._retry import parse_retry_after
+from ._retry import error_details
 from ._secrets import redact
 
 __all__ = ["OPENAI_KEY_HELP", "RULES", "map_openai_errors"]
@@ -66,13 +66,8 @@ def _server_words(exc: openai.APIStatusError) -> str:
     return redact(message if isinstance(message, str) and message else exc.message)
 
 
-def _kwargs(exc: openai.OpenAIError, backend: str) -> dict[str, Any]:
-    response = getattr(exc, "response", None)
-    return {
-        "backend": backend,
-        "status_code": getattr(response, "status_code", None),
-        "retry_after": parse_retry_after(getattr(response, "headers", None)),
-    }
+def _kwargs(exc: Any, backend: str) -> dict[str, Any]:
+    return error_details(exc, backend)
 
 
 def _is_context_error(exc: openai.APIStatusError) -> bool:

@@ -16,6 +16,7 @@ Invariants:
 from __future__ import annotations
 
 import email.utils
+import json
 import logging
 import random
 import time
@@ -25,7 +26,13 @@ from typing import Any, TypeVar
 
 from scrollctx.errors import BackendUnavailable, RateLimited, UsageError
 
-__all__ = ["RETRY_LOGGER", "RetryPolicy", "call_with_retries", "parse_retry_after"]
+__all__ = [
+    "RETRY_LOGGER",
+    "RetryPolicy",
+    "call_with_retries",
+    "error_details",
+    "parse_retry_after",
+]
 
 T = TypeVar("T")
 RETRY_LOGGER = "scrollctx.retry"
@@ -109,7 +116,37 @@ def _give_up(
         backend=exc.backend,
         status_code=exc.status_code,
         retry_after=exc.retry_after,
+        body=exc.body,
     )
+
+
+def error_details(exc: BaseException, backend: str) -> dict[str, Any]:
+    """What a provider error carries, read from the SDK exception (and its HTTP response).
+
+    The keyword arguments of every :class:`~scrollctx.errors.BackendError`: the backend, the
+    HTTP status, the ``Retry-After`` wait and the provider's body (the response text as sent;
+    for an error event inside a stream, the event's JSON).
+    """
+    response = getattr(exc, "response", None)
+    return {
+        "backend": backend,
+        "status_code": getattr(response, "status_code", None),
+        "retry_after": parse_retry_after(getattr(response, "headers", None)),
+        "body": _body_text(exc, response),
+    }
+
+
+def _body_text(exc: BaseException, response: Any) -> str | None:
+    # A response the SDK read whole is closed and has its text; a stream's error arrives as an
+    # event the SDK already parsed into ``exc.body``.
+    if response is not None and getattr(response, "is_closed", False):
+        text = response.text
+        if isinstance(text, str) and text:
+            return text
+    body = getattr(exc, "body", None)
+    if body is None:
+        return None
+    return body if isinstance(body, str) else json.dumps(body)
 
 
 def parse_retry_after(headers: Any) -> float | None:

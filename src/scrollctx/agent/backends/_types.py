@@ -69,6 +69,14 @@ class ToolSpec:
             },
         }
 
+    def to_anthropic(self) -> dict[str, Any]:
+        """Render as an Anthropic ``tools`` entry."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": dict(self.parameters),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
