@@ -8,6 +8,7 @@ restart. Only the standard library and the log layer are used. The carried index
 per session, written at ingestion and handed to every question about it.
 """
 
+from scrollctx.view._branch import BRANCH_KEY, branch_view
 from scrollctx.view._carried import (
     CARRIED_PREFIX,
     build_carried_index,
@@ -43,6 +44,7 @@ from scrollctx.view.headlines import (
 from scrollctx.view.tokens import TokenCounter, estimate_tokens
 
 __all__ = [
+    "BRANCH_KEY",
     "CARRIED_PREFIX",
     "CallSnapshot",
     "DIGEST_HEADER",
@@ -66,6 +68,7 @@ __all__ = [
     "ViewMetrics",
     "ViewSettings",
     "WorkingView",
+    "branch_view",
     "build_carried_index",
     "call_seqs",
     "carried_index",
