@@ -8,7 +8,8 @@ working view with its eviction index). User tools are registered with :func:`too
 Backends live in :mod:`scrollctx.agent.backends`; their main names are re-exported here.
 """
 
-from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, choose_model
+from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, choose_model, default_budget
+from scrollctx.agent._answers import answer_call
 from scrollctx.agent._calls import (
     CallChanges,
     ModelCall,
@@ -113,10 +114,12 @@ __all__ = [
     "Toolset",
     "Usage",
     "UserTool",
+    "answer_call",
     "build_system_prompt",
     "call_changes",
     "call_digest",
     "choose_model",
+    "default_budget",
     "extract_code_blocks",
     "json_memory_toolset",
     "persist_message",

@@ -21,7 +21,8 @@ Invariants:
   ``metadata.run_end`` and in the JSON trace. Never silently.
 - A provider that rejects the input as too long (:class:`ContextTooLong`) gets one retry with a
   context the policy shrank; a second rejection ends the run as a failure.
-- Answers arrive as :class:`AnswerSubmitted`, a ``BaseException`` only this module catches.
+- Answers arrive as :class:`AnswerSubmitted`, a ``BaseException`` only the tool-answering step
+  (:func:`~scrollctx.agent._answers.answer_call`) catches; it hands the answer to the loop.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scrollctx.agent._answers import answer_call, invoke_tool
 from scrollctx.agent._events import (
     AgentEvent,
     ContextEvicted,
@@ -45,7 +47,7 @@ from scrollctx.agent._events import (
 )
 from scrollctx.agent._policy import ContextPolicy, PreparedContext
 from scrollctx.agent._prompts import PromptSet, read_prompt
-from scrollctx.agent._tools import AgentTool, AnswerSubmitted, Observation, ToolContext, Toolset
+from scrollctx.agent._tools import AgentTool, Observation, ToolContext, Toolset
 from scrollctx.agent._trace import TraceRecorder
 from scrollctx.agent.backends import (
     Backend,
@@ -312,7 +314,7 @@ class AgentLoop:
             if outcome is not None:
                 observation = Observation("not run: the answer was already submitted", ok=False)
             else:
-                observation, answer = self._run_tool(call, tool)
+                observation, answer = answer_call(call, self.toolset, self.context)
                 outcome = _Outcome("answered", answer=answer) if answer is not None else None
             message = {"role": "tool", "tool_call_id": call.id, "name": call.name}
             seq = self._observe(run, step, message, observation, tool)
@@ -321,30 +323,8 @@ class AgentLoop:
             yield ToolStep(seq, step, call.name, args, observation.text, observation.ok)
         return outcome
 
-    def _run_tool(self, call: ToolCall, tool: AgentTool | None) -> tuple[Observation, str | None]:
-        if tool is None:
-            names = ", ".join(t.name for t in self.toolset.tools)
-            return Observation(f"error: no tool named {call.name!r}; tools: {names}", False), None
-        if not call.has_valid_arguments:
-            return Observation(
-                f"error: the arguments of {call.name} are unusable ({call.arguments_error}); "
-                "send one JSON object",
-                ok=False,
-            ), None
-        return self._invoke(tool, call.arguments)
-
-    def _invoke(self, tool: AgentTool, args: Mapping[str, Any]) -> tuple[Observation, str | None]:
-        try:
-            return tool.run(args, self.context), None
-        except AnswerSubmitted as signal:
-            return Observation("answer submitted"), signal.answer
-        except KernelError as exc:
-            # The call must still get its result (the view pairs calls with results); a kernel
-            # that stays broken ends the run at the step limit, with a failure record.
-            return Observation(f"error: the kernel failed: {exc}", ok=False), None
-
     def _run_block(self, run: _Run, step: int, tool: AgentTool, source: str) -> _Steps:
-        observation, answer = self._invoke(tool, {"source": source})
+        observation, answer = invoke_tool(tool, {"source": source}, self.context)
         message = {"role": "user", "content": f"Observation ({tool.name}):\n{observation.text}"}
         seq = self.policy.add(
             message,  # type: ignore[arg-type]

@@ -18,10 +18,11 @@ calling: results stay in variables); ``expose="model"`` makes it a JSON tool the
 directly; ``expose="both"`` does both. Arguments and results must be JSON-able.
 
 Invariant: ``submit_answer`` ends a run by raising :class:`AnswerSubmitted`, which derives from
-``BaseException`` so that no ``except Exception`` in tool code can swallow it; only the loop
-catches it. Inside a cell, ``submit_answer`` is a bridged function that records the answer on
-the host; the loop raises the signal after the cell returns. The first answer a cell submits is
-the answer (a later call returns a notice and changes nothing).
+``BaseException`` so that no ``except Exception`` in tool code can swallow it; only the loop's
+tool-answering step (``_answers.answer_call``) catches it. Inside a cell, ``submit_answer`` is a
+bridged function that records the answer on the host; the loop raises the signal after the
+cell returns. The first answer a cell submits is the answer (a later call returns a notice and
+changes nothing).
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from scrollctx.agent._prompts import Capabilities, describe_function, tool_description
 from scrollctx.agent.backends import ToolSpec
 from scrollctx.errors import MissingDependency, QueryError, UsageError
-from scrollctx.kernel import CellResult, Kernel, describe_tool, render_digest, render_observation
+from scrollctx.kernel import (
+    CellResult,
+    Kernel,
+    SandboxPolicy,
+    describe_tool,
+    render_digest,
+    render_observation,
+)
 from scrollctx.log import EventStore
 from scrollctx.surface import MemorySurface, format_notes, open_surface
 
@@ -69,7 +77,7 @@ _JSON_TYPES: dict[Any, str] = {
 
 
 class AnswerSubmitted(BaseException):  # noqa: N818 - a signal, not an error
-    """The model submitted its final answer; only the loop catches this."""
+    """The model submitted its final answer; only ``answer_call`` catches this."""
 
     def __init__(self, answer: str) -> None:
         super().__init__(answer)
@@ -230,6 +238,8 @@ class ToolContext:
     """What tools reach during a run: the log, the session, a lazily started kernel, ``ms``.
 
     One context serves one session (all runs of a chat); :meth:`close` stops the kernel.
+    ``run_cells`` runs cells elsewhere instead of in a kernel of this context (a front door's
+    shared kernels, one per client session): then this context starts no kernel of its own.
     """
 
     def __init__(
@@ -240,12 +250,14 @@ class ToolContext:
         task_id: str | None = None,
         agent_id: str | None = None,
         scratch: str | Path | None = None,
-        sandbox: str = "strict",
+        sandbox: str | SandboxPolicy = "strict",
         kernel_functions: Sequence[UserTool] = (),
         cell_timeout: float = 60.0,
         mcp: McpHub | None = None,
+        run_cells: Callable[[str], CellResult] | None = None,
     ) -> None:
         self.log = log
+        self._run_cells = run_cells
         self.session_id, self.task_id, self.agent_id = session_id, task_id, agent_id
         self.scratch, self.sandbox, self.cell_timeout = scratch, sandbox, cell_timeout
         self.kernel_functions = tuple(kernel_functions)
@@ -301,7 +313,7 @@ class ToolContext:
 
     def run_cell(self, source: str) -> CellResult:
         """Run a cell in the kernel and remember its namespace digest."""
-        result = self.kernel.run_cell(source)
+        result = self._run_cells(source) if self._run_cells else self.kernel.run_cell(source)
         self.cell_digest = render_digest(result.digest, result.digest_more)
         return result
 
