@@ -12,17 +12,19 @@ text can never drive the user's terminal; piped output stays exact.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from scrollctx.config import Config, resolve_config
-from scrollctx.errors import ScrollError
+from scrollctx.errors import ScrollError, UsageError
 from scrollctx.log import escape_unsafe, unsafe_characters
 
 __all__ = [
@@ -32,8 +34,11 @@ __all__ = [
     "invoke",
     "json_option",
     "make_group",
+    "read_token",
+    "sandbox_options",
     "store_option",
     "terminal_safe",
+    "token_options",
     "warn",
 ]
 
@@ -205,3 +210,72 @@ def _silence_stdout() -> None:
     # After a broken pipe, Python would complain again while flushing stdout at exit.
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
+
+
+def read_token(token: str | None, token_file: Path | None) -> str | None:
+    """The token a server requires, from ``--token`` or ``--token-file`` (one of them).
+
+    Raises:
+        UsageError: both were given, or the file cannot be read or is empty.
+    """
+    if token is not None and token_file is not None:
+        raise UsageError("pass the token with --token or with --token-file, not both")
+    if token_file is None:
+        return token or None
+    try:
+        text = token_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"cannot read the token file {token_file}: {exc}") from exc
+    if not text:
+        raise UsageError(f"the token file {token_file} is empty")
+    return text
+
+
+def sandbox_options(what: str) -> Callable[[F], F]:
+    """Add ``--sandbox`` and ``--without`` for the kernel that runs ``what``; the command gets
+    them as one ``sandbox: SandboxPolicy``."""
+    from scrollctx.kernel import LAYERS, PROFILES, SandboxPolicy
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def bundled(*args: Any, **kwargs: Any) -> Any:
+            profile, without = kwargs.pop("sandbox"), kwargs.pop("without")
+            policy = SandboxPolicy(profile, unavailable=frozenset(without))
+            return func(*args, sandbox=policy, **kwargs)
+
+        command: Any = click.option(
+            "--without", multiple=True, type=click.Choice(LAYERS),
+            envvar="SCROLL_SANDBOX_WITHOUT", help="Treat a sandbox layer as missing here.",
+        )(bundled)  # fmt: skip
+        command = click.option(
+            "--sandbox", type=click.Choice(PROFILES), default="strict", show_default=True,
+            help=f"{what} sandbox; anything but strict is an opt-out (logged, and shown).",
+        )(command)  # fmt: skip
+        return command  # type: ignore[no-any-return]
+
+    return decorate
+
+
+def token_options(envvar: str) -> Callable[[F], F]:
+    """Add ``--token`` (env ``envvar``) and ``--token-file``; the command gets ``token``.
+
+    The token is what an HTTP server requires of every request (:func:`read_token`).
+    """
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def bundled(*args: Any, **kwargs: Any) -> Any:
+            token = read_token(kwargs.pop("token"), kwargs.pop("token_file"))
+            return func(*args, token=token, **kwargs)
+
+        command: Any = click.option(
+            "--token-file", type=click.Path(path_type=Path, dir_okay=False), default=None,
+            help="Read the token from this file instead.",
+        )(bundled)  # fmt: skip
+        command = click.option(
+            "--token", envvar=envvar, default=None,
+            help=f"The token every request must carry (env {envvar}).",
+        )(command)  # fmt: skip
+        return command  # type: ignore[no-any-return]
+
+    return decorate

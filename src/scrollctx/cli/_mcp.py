@@ -13,10 +13,10 @@ from pathlib import Path
 
 import click
 
-from scrollctx.cli._app import store_option, warn
+from scrollctx.cli._app import sandbox_options, store_option, token_options, warn
 from scrollctx.config import Config
-from scrollctx.errors import MissingDependency, UsageError
-from scrollctx.kernel import LAYERS, PROFILES, SandboxPolicy
+from scrollctx.errors import MissingDependency
+from scrollctx.kernel import SandboxPolicy
 
 __all__ = ["mcp_command"]
 
@@ -29,18 +29,6 @@ __all__ = ["mcp_command"]
     default=None,
     help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
 )
-@click.option(
-    "--token",
-    envvar="SCROLL_MCP_TOKEN",
-    default=None,
-    help="Bearer token HTTP clients must send (env SCROLL_MCP_TOKEN).",
-)
-@click.option(
-    "--token-file",
-    type=click.Path(path_type=Path, dir_okay=False),
-    default=None,
-    help="Read the bearer token from this file instead.",
-)
 @click.option("--read-only", is_flag=True, help="Refuse every write tool; never open a writer.")
 @click.option(
     "--ingest-dir",
@@ -48,20 +36,6 @@ __all__ = ["mcp_command"]
     multiple=True,
     type=click.Path(path_type=Path, file_okay=False, exists=True),
     help="A folder scroll_ingest may import from (repeatable; none: refused).",
-)
-@click.option(
-    "--sandbox",
-    type=click.Choice(PROFILES),
-    default="strict",
-    show_default=True,
-    help="scroll_python sandbox; anything but strict is an opt-out (shown, logged).",
-)
-@click.option(
-    "--without",
-    multiple=True,
-    type=click.Choice(LAYERS),
-    envvar="SCROLL_SANDBOX_WITHOUT",
-    help="Treat a sandbox layer as missing here (repeatable).",
 )
 @click.option(
     "--cell-timeout",
@@ -84,15 +58,15 @@ __all__ = ["mcp_command"]
     show_default=True,
     help="Kernels (one per client session) alive at once.",
 )
+@sandbox_options("scroll_python")
+@token_options("SCROLL_MCP_TOKEN")
 @store_option
 def mcp_command(
     http: str | None,
     token: str | None,
-    token_file: Path | None,
     read_only: bool,
     ingest_dirs: tuple[Path, ...],
-    sandbox: str,
-    without: tuple[str, ...],
+    sandbox: SandboxPolicy,
     cell_timeout: float,
     idle_timeout: float,
     max_kernels: int,
@@ -113,30 +87,15 @@ def mcp_command(
         transport="http" if http else "stdio",
         read_only=read_only,
         ingest_dirs=ingest_dirs,
-        sandbox=SandboxPolicy(sandbox, unavailable=frozenset(without)),
+        sandbox=sandbox,
         cell_timeout=cell_timeout,
         idle_timeout=idle_timeout,
         max_kernels=max_kernels,
     )
-    secret = _token(token, token_file)
     if http is None:
-        if secret is not None:
+        if token is not None:
             warn("--token and --token-file apply to --http only; stdio has no network side")
         serve_stdio(options)
         return
     host, port = parse_address(http)
-    serve_http(options, host, port, secret, on_ready=lambda url: warn(f"scroll mcp: serving {url}"))
-
-
-def _token(token: str | None, token_file: Path | None) -> str | None:
-    if token is not None and token_file is not None:
-        raise UsageError("pass the token with --token or with --token-file, not both")
-    if token_file is None:
-        return token or None
-    try:
-        text = token_file.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read the token file {token_file}: {exc}") from exc
-    if not text:
-        raise UsageError(f"the token file {token_file} is empty")
-    return text
+    serve_http(options, host, port, token, on_ready=lambda url: warn(f"scroll mcp: serving {url}"))

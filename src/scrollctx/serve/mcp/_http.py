@@ -3,10 +3,12 @@
 Security model:
 
 - loopback by default; an address that is not loopback is refused unless a bearer token is
-  set (:func:`check_bind`), so nobody serves a store to the network by accident;
+  set (:func:`~scrollctx.serve._network.check_bind`), so nobody serves a store to the network
+  by accident;
 - with a token, every request (POST, GET, DELETE, any path) must carry
   ``Authorization: Bearer <token>``; the comparison takes constant time, and a missing or
-  wrong token gets ``401`` before the request reaches the SDK;
+  wrong token gets ``401`` before the request reaches the SDK
+  (:class:`~scrollctx.serve._network.TokenGuard`);
 - on loopback the SDK also checks ``Host`` and ``Origin`` (DNS-rebinding protection), so a web
   page in a local browser cannot talk to the server;
 - a client that ends its handshake-era session (``DELETE`` answered 2xx) gets its kernel
@@ -16,9 +18,6 @@ Security model:
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
-import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -27,12 +26,12 @@ import anyio.to_thread
 import uvicorn
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from scrollctx.errors import ConfigError, UsageError
+from scrollctx.errors import UsageError
+from scrollctx.serve._network import TokenGuard, check_bind, listen
 from scrollctx.serve.mcp._server import Door, ServerOptions, build_server
 
-__all__ = ["BearerGuard", "check_bind", "parse_address", "serve_http"]
+__all__ = ["SessionEnd", "parse_address", "serve_http"]
 
-MIN_TOKEN = 16
 _PATH = "/mcp"
 
 
@@ -45,52 +44,17 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost`` or a loopback address)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve anywhere
+class SessionEnd:
+    """ASGI middleware: ending a kernel with its handshake-era HTTP session."""
 
-
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse a non-loopback address without a token, and a token too short to be one."""
-    if token is not None and len(token) < MIN_TOKEN:
-        raise ConfigError(
-            f"the token has {len(token)} characters; use at least {MIN_TOKEN}, e.g. "
-            "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
-        )
-    if token is None and not is_loopback(host):
-        raise ConfigError(
-            f"refusing to serve {host} without a token: anyone who can reach it could read the "
-            "store. Pass --token-file FILE (or --token / SCROLL_MCP_TOKEN), or bind 127.0.0.1"
-        )
-
-
-class BearerGuard:
-    """ASGI middleware: the token check, and ending a kernel with its HTTP session."""
-
-    def __init__(
-        self, app: ASGIApp, token: str | None, on_session_end: Callable[[str], None]
-    ) -> None:
+    def __init__(self, app: ASGIApp, on_session_end: Callable[[str], None]) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode() if token else None
         self.on_session_end = on_session_end
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        if self.expected is not None and not hmac.compare_digest(
-            headers.get(b"authorization", b""), self.expected
-        ):
-            await _refuse(send)
-            return
+        headers = dict(scope.get("headers") or []) if scope["type"] == "http" else {}
         session = headers.get(b"mcp-session-id", b"").decode("latin-1")
-        if scope["method"] != "DELETE" or not session:
+        if scope["type"] != "http" or scope["method"] != "DELETE" or not session:
             await self.app(scope, receive, send)
             return
         status: list[int] = []
@@ -103,14 +67,6 @@ class BearerGuard:
         await self.app(scope, receive, watch)
         if status and 200 <= status[0] < 300:
             await anyio.to_thread.run_sync(self.on_session_end, session)
-
-
-async def _refuse(send: Send) -> None:
-    body = b'{"error": "unauthorized: send Authorization: Bearer <token>"}'
-    await send({"type": "http.response.start", "status": 401, "headers": [
-        (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-        (b"content-length", str(len(body)).encode())]})  # fmt: skip
-    await send({"type": "http.response.body", "body": body})
 
 
 def serve_http(
@@ -126,33 +82,17 @@ def serve_http(
     ``on_ready(url)`` is called once the socket listens (port 0 picks a free port; the URL
     names it), before the first request is taken.
     """
-    check_bind(host, token)
+    check_bind(host, token, how="--token-file FILE (or --token / SCROLL_MCP_TOKEN)")
     door = Door(options)
     door.open()
     try:
         server = build_server(door)
-        app: Any = BearerGuard(
-            server.streamable_http_app(streamable_http_path=_PATH, host=host),
-            token,
-            door.end_http_session,
-        )
-        listener = _listen(host, port)
+        sdk_app = server.streamable_http_app(streamable_http_path=_PATH, host=host)
+        app: Any = TokenGuard(SessionEnd(sdk_app, door.end_http_session), token)
+        listener = listen(host, port)
         shown = f"[{host}]" if ":" in host else host
         on_ready(f"http://{shown}:{listener.getsockname()[1]}{_PATH}")
         config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
         uvicorn.Server(config).run(sockets=[listener])
     finally:
         door.close()
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as exc:
-        listener.close()
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-    listener.listen(128)
-    return listener

@@ -7,7 +7,6 @@ secret: it travels in the printed URL once, then as a cookie.
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 import socket
 from collections.abc import Callable
@@ -15,18 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scrollctx.errors import MissingDependency, UsageError
+from scrollctx.serve._network import is_loopback
 
 __all__ = ["UIServer", "check_bind", "is_loopback", "new_token"]
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_bind(host: str, token: str | None) -> None:
