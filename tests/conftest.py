@@ -115,3 +115,25 @@ def beam_store(_beam_template: Path, tmp_path: Path) -> Path:
     target = tmp_path / "beam-store"
     shutil.copytree(_beam_template, target)
     return target
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MB tmpfs mounted at a fresh folder, unmounted after the test (root only)."""
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        missing("mounting a small tmpfs to fill needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        missing(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

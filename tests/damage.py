@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 from pathlib import Path
 
@@ -54,3 +55,16 @@ def store_before_checksums(path: Path) -> None:
                 f"CREATE TRIGGER ch_no_{action.lower()} BEFORE {action} ON conversation_history "
                 f"BEGIN SELECT RAISE(ABORT, 'append-only: {action} refused'); END"
             )
+
+
+def fill_disk(disk: Path) -> Path:
+    """Write a filler file until the disk refuses more; return it (delete it to free space)."""
+    filler = disk / "filler"
+    with filler.open("wb") as handle:
+        try:
+            while True:
+                handle.write(b"\0" * 65536)
+                handle.flush()
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+    return filler

@@ -189,6 +189,9 @@ class _ScriptedServer:
 def _make_handler(server: _ScriptedServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Headers and body go out in two writes; without TCP_NODELAY the second waits for the
+        # client's delayed ACK (~40 ms a request on Linux).
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             self._answer("GET")

@@ -6,55 +6,21 @@ reported missing: skipped locally, failed in CI, which runs as root).
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from needs import missing
+from damage import fill_disk
 from scrollctx.errors import IntegrityError, StoreError
 from scrollctx.log import EventLog, NewEvent, check_store
 from scrollctx.surface import open_surface
 
 SCROLL = Path(sys.executable).with_name("scroll")
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MB tmpfs mounted at a fresh folder, unmounted after the test."""
-    if os.geteuid() != 0:
-        missing("mounting a small tmpfs to fill needs root")
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    if done.returncode != 0:
-        missing(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
-
-
-def _fill(disk: Path) -> Path:
-    """Write a filler file until the disk refuses more; return it (delete it to free space)."""
-    filler = disk / "filler"
-    with filler.open("wb") as handle:
-        try:
-            while True:
-                handle.write(b"\0" * 65536)
-                handle.flush()
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
-    return filler
 
 
 def _turns(n: int, tag: str) -> list[NewEvent]:
@@ -72,7 +38,7 @@ def test_a_full_disk_fails_the_append_clearly_and_keeps_every_commit(small_disk:
     with EventLog.open(path) as log:
         log.append_many(_turns(20, "kept"))
         log.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the next batch needs new disk space
-        filler = _fill(small_disk)
+        filler = fill_disk(small_disk)
         with pytest.raises(StoreError, match="disk holding it is full") as info:
             log.append_many(_turns(300, "lost"))
         assert not isinstance(info.value, IntegrityError)
@@ -88,7 +54,7 @@ def test_a_full_disk_under_a_payload_is_a_store_error_not_an_oserror(small_disk:
     path = small_disk / "store" / "history.db"
     with EventLog.open(path) as log:
         log.append_many(_turns(3, "kept"))
-        filler = _fill(small_disk)
+        filler = fill_disk(small_disk)
         with pytest.raises(StoreError, match="payload of 400000 bytes .* the disk is full"):
             log.append(NewEvent(session_id="s", kind="tool_result", content="p" * 400_000))
         assert log.count() == 3
@@ -106,7 +72,7 @@ def test_scroll_ingest_on_a_full_disk_says_so(small_disk: Path, tmp_path: Path) 
     chat = tmp_path / "talk.jsonl"
     rows = [{"role": "user", "content": "x" * 20_000 + str(i)} for i in range(40)]
     chat.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
-    _fill(small_disk)
+    fill_disk(small_disk)
     done = subprocess.run(
         [str(SCROLL), "ingest", str(chat), "--store", str(store)],
         capture_output=True, text=True, timeout=120,
