@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "mcp": "scrollctx.cli._mcp:mcp_command",
     "run": "scrollctx.cli._agent:run_command",
     "search": "scrollctx.cli._history:search",
+    "serve": "scrollctx.cli._serve:serve_command",
     "sessions": "scrollctx.cli._history:sessions",
     "simulate": "scrollctx.cli._view:simulate_command",
     "sql": "scrollctx.cli._history:sql",

@@ -1,0 +1,197 @@
+"""The proxy's HTTP side: Starlette routes over the door, real SSE, client disconnects.
+
+Routes: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` (Anthropic) and
+``GET /v1/models`` (passed through). The work of a request (the log, the kernel, the upstream
+call) is blocking and runs on a worker thread; a stream's events reach the client as the
+worker pushes them. A client that disconnects mid-stream stops its request: the worker sees it
+before the next upstream event and closes the upstream response; what was logged stays.
+
+Request bodies are read up to ``max_body`` bytes (413 past it) and must be JSON (400).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+from anyio.streams.memory import MemoryObjectReceiveStream
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from scrollctx.errors import ScrollError
+from scrollctx.serve._network import TokenGuard
+from scrollctx.serve.proxy._anthropic_wire import ANTHROPIC
+from scrollctx.serve.proxy._door import (
+    Cancellation,
+    Disconnected,
+    Door,
+    Reply,
+    StreamItem,
+    failure,
+)
+from scrollctx.serve.proxy._openai_wire import OPENAI
+from scrollctx.serve.proxy._proxy import Proxy
+from scrollctx.serve.proxy._wire import Wire
+
+__all__ = ["MAX_BODY", "build_app"]
+
+MAX_BODY = 64 * 1024 * 1024
+_WIRES: dict[str, Wire] = {"openai": OPENAI, "anthropic": ANTHROPIC}
+
+
+def build_app(proxy: Proxy, *, token: str | None = None, max_body: int = MAX_BODY) -> Any:
+    """The ASGI app of ``scroll serve`` (behind the token guard when a token is set)."""
+
+    async def chat(request: Request) -> Response:
+        return await _serve(proxy, "openai", request, max_body)
+
+    async def messages(request: Request) -> Response:
+        return await _serve(proxy, "anthropic", request, max_body)
+
+    async def models(request: Request) -> Response:
+        return _response(await anyio.to_thread.run_sync(proxy.door.models))
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+        ]
+    )
+    return TokenGuard(app, token, also=("x-api-key",))
+
+
+async def _serve(proxy: Proxy, wire: str, request: Request, max_body: int) -> Response:
+    try:
+        door = proxy.door_for(wire)
+    except ScrollError as exc:
+        return _response(failure(exc, _WIRES[wire], proxy.door.headers))
+    body = await _read_json(request, max_body, door)
+    if isinstance(body, Reply):
+        return _response(body)
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    if isinstance(body, dict) and body.get("stream") is True:
+        return await _stream(door, body, headers)
+    return _response(await anyio.to_thread.run_sync(door.complete, body, headers))
+
+
+async def _read_json(request: Request, max_body: int, door: Door) -> Any:
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_body:
+            return Reply.json(
+                413,
+                door.wire.error_body(413, f"the request body exceeds {max_body:,} bytes"),
+                door.headers,
+            )
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        message = f"the request body is not JSON: {exc}"
+        return Reply.json(400, door.wire.error_body(400, message), door.headers)
+
+
+def _response(reply: Reply) -> Response:
+    if reply.after is not None:
+        return _Answered(reply)
+    return Response(reply.content, reply.status, reply.headers, media_type="application/json")
+
+
+class _Answered(Response):
+    """A JSON answer whose ``after`` runs once it is sent, also when sending failed."""
+
+    def __init__(self, reply: Reply) -> None:
+        super().__init__(reply.content, reply.status, reply.headers, media_type="application/json")
+        self.after = reply.after
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.after is not None:
+                await anyio.to_thread.run_sync(self.after)
+
+
+async def _stream(door: Door, body: dict[str, Any], headers: Mapping[str, str]) -> Response:
+    sender, receiver = anyio.create_memory_object_stream[StreamItem](math.inf)
+    cancelled = Cancellation()
+    token = anyio.lowlevel.current_token()
+
+    def push(item: StreamItem) -> None:
+        try:
+            anyio.from_thread.run_sync(sender.send_nowait, item, token=token)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError) as exc:
+            cancelled.cancel()
+            raise Disconnected from exc
+
+    def work() -> None:
+        try:
+            door.stream(body, headers, push, cancelled)
+        finally:
+            try:
+                anyio.from_thread.run_sync(sender.close, token=token)
+            except RuntimeError:  # the server's event loop is gone (shutdown)
+                pass
+
+    worker = threading.Thread(target=work, name="scroll-serve-stream", daemon=True)
+    worker.start()
+    first = await receiver.receive()
+    if isinstance(first, Reply):
+        receiver.close()
+        return _response(first)
+    return _EventStream(receiver, first if isinstance(first, dict) else {}, cancelled)
+
+
+class _EventStream(StreamingResponse):
+    """Server-sent events from a worker, stopped (and the worker told) on disconnect."""
+
+    def __init__(
+        self,
+        items: MemoryObjectReceiveStream[StreamItem],
+        headers: Mapping[str, str],
+        cancelled: Cancellation,
+    ) -> None:
+        super().__init__(iter(()), 200, {**headers, "Cache-Control": "no-cache"},
+                         media_type="text/event-stream")  # fmt: skip
+        self.items, self.cancelled = items, cancelled
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        finished = False
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(self._watch, receive, group.cancel_scope)
+                await send({"type": "http.response.start", "status": self.status_code,
+                            "headers": self.raw_headers})  # fmt: skip
+                async for item in self.items:
+                    if item is None:
+                        break
+                    if isinstance(item, bytes):
+                        await send({"type": "http.response.body", "body": item, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                finished = True
+                group.cancel_scope.cancel()
+        except OSError:
+            pass  # the client went away while we were sending
+        finally:
+            if not finished:
+                self.cancelled.cancel()
+            self.items.close()
+
+    async def _watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                self.cancelled.cancel()
+                scope.cancel()
+                return

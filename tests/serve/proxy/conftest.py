@@ -1,0 +1,103 @@
+"""Fixtures for the proxy tests: a real ``scroll serve`` app on loopback in front of the scripted
+upstream servers (test doubles for the model), driven by the real ``openai`` and ``anthropic``
+SDKs.
+
+The proxy runs in a uvicorn server on a thread of the test process, over a real SQLite store
+under ``tmp_path``, with real sandboxed kernels; the scripted servers are the session's, reset
+before each test (a reply left unserved fails the test). Without the ``serve`` extra these tests
+are not collected (locally) or fail (CI installs it).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from needs import IN_CI
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agent"))
+
+from proxy_helpers import ProxyServer, upstream_backend  # noqa: E402
+from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer  # noqa: E402
+from server_fixtures import (  # noqa: E402, F401 - fixtures are found by name
+    _anthropic_server_session,
+    _openai_server_session,
+    anthropic_server,
+    openai_server,
+)
+
+if importlib.util.find_spec("starlette") is None or importlib.util.find_spec("uvicorn") is None:
+    if IN_CI:
+        raise RuntimeError("CI must install the serve extra: pip install -e '.[serve]'")
+    collect_ignore_glob = ["test_*.py"]
+
+_SHM = Path("/dev/shm")
+
+
+@pytest.fixture(scope="session")
+def sandbox_label() -> str:
+    """The strict sandbox, checked once for the session (the proxy refuses to start without)."""
+    from scrollctx.kernel import SandboxPolicy
+    from scrollctx.serve.proxy import sandbox_label
+
+    return sandbox_label(SandboxPolicy())
+
+
+@pytest.fixture
+def fast_dir(tmp_path: Path) -> Iterator[Path]:
+    """A fresh folder on tmpfs when there is one (each commit's fsync is then cheap)."""
+    if not _SHM.is_dir():
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="scroll-proxy-", dir=_SHM))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def start_proxy(tmp_path: Path, sandbox_label: str) -> Iterator[Any]:
+    """Start a proxy in front of a scripted server: ``start_proxy(server, **settings)``.
+
+    ``store=`` puts the store elsewhere (tmpfs, for tests that run no cell: the sandbox shows
+    the kernel only real folders).
+    """
+    started: list[ProxyServer] = []
+
+    def start(server: Any, *, backend_options: dict[str, Any] | None = None,
+              store: Path | None = None, **settings: Any) -> ProxyServer:  # fmt: skip
+        kind = "openai" if isinstance(server, ScriptedOpenAIServer) else "anthropic"
+        store = store or tmp_path / f"store-{len(started)}"
+        store.mkdir(exist_ok=True)
+        backend = upstream_backend(kind, server, **(backend_options or {}))
+        proxy = ProxyServer(store, backend, sandbox_label, **settings)
+        started.append(proxy)
+        return proxy
+
+    yield start
+    for proxy in started:
+        proxy.stop()
+
+
+@pytest.fixture
+def openai_proxy(
+    start_proxy: Any,
+    openai_server: ScriptedOpenAIServer,  # noqa: F811 - the imported fixture, by name
+) -> ProxyServer:
+    """A proxy in front of the scripted OpenAI-compatible server."""
+    return start_proxy(openai_server)  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def anthropic_proxy(
+    start_proxy: Any,
+    anthropic_server: ScriptedAnthropicServer,  # noqa: F811 - the imported fixture, by name
+) -> ProxyServer:
+    """A proxy in front of the scripted Anthropic server."""
+    return start_proxy(anthropic_server)  # type: ignore[no-any-return]

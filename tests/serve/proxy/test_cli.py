@@ -1,0 +1,75 @@
+"""``scroll serve`` itself: refusals before it listens, and the installed command serving a client
+until Ctrl-C, with an opted-out sandbox stated in every answer."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scripted_servers import ScriptedOpenAIServer
+
+from scrollctx.cli import run
+from scrollctx.log import EventLog
+
+SCROLL = Path(sys.executable).with_name("scroll")
+
+
+@pytest.mark.parametrize(
+    "args,said",
+    [
+        (["--host", "0.0.0.0"], "refusing to serve 0.0.0.0 without a token"),
+        (["--host", "192.0.2.1", "--token", "short"], "use at least 16"),
+        (["--without", "landlock"], "refusing to start: the recall kernel's sandbox"),
+    ],
+)
+def test_serve_refuses_before_it_listens(
+    openai_server: ScriptedOpenAIServer,
+    tmp_path: Path,
+    args: list[str],
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = run(["serve", "--upstream", openai_server.base_url, "--port", "0",
+                "--store", str(tmp_path / "store"), *args])  # fmt: skip
+    assert code == 2
+    assert said in capsys.readouterr().err
+    assert openai_server.requests == []
+
+
+def test_the_installed_command_serves_until_interrupted(
+    openai_server: ScriptedOpenAIServer, tmp_path: Path
+) -> None:
+    import openai
+
+    store = tmp_path / "store"
+    command = [str(SCROLL), "serve", "--upstream", openai_server.base_url, "--port", "0",
+               "--sandbox", "best-effort", "--store", str(store)]  # fmt: skip
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stderr is not None
+        line = server.stderr.readline()  # written once the socket listens
+        found = re.search(r"point clients at (http://\S+)", line)
+        assert found, line
+        openai_server.enqueue_text("Hello from upstream.")
+        client = openai.OpenAI(base_url=found.group(1), api_key="k", max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", messages=[{"role": "user", "content": "Hi"}]
+        )
+        assert raw.parse().choices[0].message.content == "Hello from upstream."
+        assert raw.headers["x-scroll-sandbox"] == "best-effort (opt-out)"
+        client.close()
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 130  # interrupted: the exit code of Ctrl-C
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        if server.stderr is not None:
+            server.stderr.close()
+    with EventLog.open(store / "history.db") as log:
+        said = [e.content for e in log.session_events("proxy")]
+    assert said == ["scroll serve runs recall cells with sandbox best-effort (opt-out)"]

@@ -1,0 +1,152 @@
+"""The OpenAI door with the ``openai`` SDK as the client: pass-through, sessions, prefixes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from proxy_helpers import ProxyServer
+from scripted_servers import ScriptedOpenAIServer
+
+from scrollctx.serve.proxy import RECALL_TOOL
+
+
+def _ask(client: Any, messages: list[dict[str, Any]], **options: Any) -> Any:
+    return client.chat.completions.create(model="scripted-model", messages=messages, **options)
+
+
+def test_a_reply_passes_through_with_its_usage_and_the_session_header(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    openai_server.enqueue_text("Paris.\n⟦ capital | Paris | none | done ⟧", usage=(41, 7))
+    raw = openai_proxy.openai().chat.completions.with_raw_response.create(
+        model="scripted-model",
+        messages=[{"role": "system", "content": "Be brief."},
+                  {"role": "user", "content": "Capital of France?"}],
+        temperature=0.3,
+        seed=11,
+    )  # fmt: skip
+    reply = raw.parse()
+    assert reply.choices[0].message.content == "Paris."  # the headline line is Scroll's
+    assert reply.usage.prompt_tokens == 41 and reply.usage.completion_tokens == 7
+    assert raw.headers["x-scroll-sandbox"] == "strict"
+    assert raw.headers["x-scroll-recall-steps"] == "0"
+    session = raw.headers["x-scroll-session"]
+    upstream = openai_server.requests[0].body
+    assert upstream["temperature"] == 0.3 and upstream["seed"] == 11
+    assert upstream["messages"][0]["role"] == "system"
+    assert upstream["messages"][0]["content"].startswith("Be brief.\n\nScroll manages")
+    assert upstream["messages"][-1] == {"role": "user", "content": "Capital of France?"}
+    assert [t["function"]["name"] for t in upstream["tools"]] == [RECALL_TOOL]
+    kinds = [e.kind for e in openai_proxy.events(session)]
+    assert kinds == ["system", "user_message", "model_turn"]
+
+
+def test_a_client_resending_everything_appends_only_what_is_new(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    client = openai_proxy.openai()
+    history: list[dict[str, Any]] = [{"role": "system", "content": "You count."}]
+    sessions = set()
+    for turn in range(6):
+        openai_server.enqueue_text(f"reply {turn}")
+        history.append({"role": "user", "content": f"message {turn}"})
+        raw = client.chat.completions.with_raw_response.create(
+            model="scripted-model", messages=history
+        )
+        sessions.add(raw.headers["x-scroll-session"])
+        history.append(raw.parse().choices[0].message.model_dump(exclude_none=True))
+    assert len(sessions) == 1
+    events = openai_proxy.events(sessions.pop())
+    assert [e.content for e in events if e.kind == "user_message"] == [
+        f"message {n}" for n in range(6)
+    ]
+    assert len([e for e in events if e.kind == "model_turn"]) == 6
+
+
+def test_identical_openings_with_different_session_headers_stay_apart(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    messages = [{"role": "user", "content": "Start the task."}]
+    sessions = []
+    for episode in ("episode-1", "episode-2", "episode-1"):
+        openai_server.enqueue_text("ok")
+        client = openai_proxy.openai(default_headers={"X-Scroll-Session": episode})
+        raw = client.chat.completions.with_raw_response.create(
+            model="scripted-model", messages=messages
+        )
+        sessions.append(raw.headers["x-scroll-session"])
+    assert sessions[0] != sessions[1]
+    assert sessions[2] != sessions[0]  # the same prefix again: a retry forks, never overwrites
+    roots = {openai_proxy.proxy.conversations.get(s).agent_id for s in sessions}  # type: ignore[union-attr]
+    assert len(roots) == 2  # episode-1's retry is a branch of episode-1's tree
+
+
+def test_api_keys_separate_sessions_when_the_proxy_keys_them_so(
+    openai_server: ScriptedOpenAIServer, start_proxy: Any
+) -> None:
+    proxy = start_proxy(openai_server, session_key="api-key")
+    seen = []
+    for key in ("run-a", "run-b"):
+        openai_server.enqueue_text("ok")
+        client = proxy.openai(api_key=key)
+        raw = client.chat.completions.with_raw_response.create(
+            model="m", messages=[{"role": "user", "content": "same opening"}]
+        )
+        seen.append(raw.headers["x-scroll-session"])
+    assert seen[0] != seen[1]
+    agents = {proxy.proxy.conversations.get(s).agent_id for s in seen}
+    assert len(agents) == 2
+    for request in openai_server.requests:  # the client's key never goes upstream
+        assert request.headers["authorization"] == "Bearer sk-up"
+
+
+@pytest.mark.parametrize(
+    "body,said",
+    [
+        ({"model": "m"}, "`messages` must be a non-empty list"),
+        ({"model": "m", "messages": "hi"}, "`messages` must be a non-empty list"),
+        ({"model": "m", "messages": [{"role": "wizard", "content": "x"}]}, "role 'wizard'"),
+        ({"model": "m", "messages": [{"role": "tool", "content": "x"}]}, "tool_call_id"),
+        ({"model": "m", "messages": [{"role": "user", "content": 5}]}, "`content` must be"),
+        ({"model": "m", "messages": [{"role": "user", "content": "x"}], "n": 2}, "`n` must be 1"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "a"},
+                                        {"role": "system", "content": "late"}]},
+            "system message after the conversation began",
+        ),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "a"},
+                                        {"role": "tool", "tool_call_id": "c9", "content": "r"}]},
+            "has no open tool call",
+        ),
+    ],
+)  # fmt: skip
+def test_malformed_requests_get_400_with_a_clear_message_and_log_nothing(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer, body: Any, said: str
+) -> None:
+    import httpx2
+
+    before = openai_proxy.log.count()
+    response = httpx2.post(f"{openai_proxy.url}/v1/chat/completions", json=body)
+    assert response.status_code == 400
+    assert said in response.json()["error"]["message"]
+    assert openai_proxy.log.count() - before <= 1  # at most the conversation's start event
+    assert openai_server.requests == []
+
+
+def test_a_body_that_is_not_json_or_too_large_is_refused(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    import httpx2
+
+    response = httpx2.post(f"{openai_proxy.url}/v1/chat/completions", content=b"{not json")
+    assert response.status_code == 400 and "not JSON" in response.json()["error"]["message"]
+    wrong = httpx2.post(f"{openai_proxy.url}/v1/messages", json={"messages": []})
+    assert wrong.status_code == 400
+    assert "speaks the openai API" in wrong.json()["error"]["message"]
+
+
+def test_models_are_passed_through(openai_proxy: ProxyServer) -> None:
+    models = openai_proxy.openai().models.list()
+    assert [m.id for m in models.data] == ["scripted-model"]
