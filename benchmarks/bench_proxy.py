@@ -209,21 +209,26 @@ def agent_session(bench: Bench, steps: int, output_kb: int) -> dict[str, Any]:
     """The client runs an agent: requests, tool calls, big results; tokens both ways."""
     bench.http.post(f"{bench.upstream_url}/agent").raise_for_status()
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
-    replay = 0
+    replay, sent = 0, request_tokens(history)  # direct replay sends all of history each time
     started = time.perf_counter()
+
+    def add(message: dict[str, Any]) -> None:
+        nonlocal sent
+        history.append(message)
+        sent += request_tokens([message])
+
     for step in range(steps):
-        history.append({"role": "user", "content": f"Step {step}: " + text(20, step)})
+        add({"role": "user", "content": f"Step {step}: " + text(20, step)})
         for _ in range(2):
-            replay += request_tokens(history)
+            replay += sent
             _, reply = bench.send(bench.proxy_url, history)
-            history.append({k: v for k, v in reply.items() if k in ("role", "content",
-                                                                    "tool_calls")})  # fmt: skip
+            add({k: v for k, v in reply.items() if k in ("role", "content", "tool_calls")})
             for call in reply.get("tool_calls") or []:
                 output = text(output_kb * 1024 // 6, step)
-                history.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+                add({"role": "tool", "tool_call_id": call["id"], "content": output})
     proxied = bench.http.get(f"{bench.upstream_url}/stats").json()["tokens"]
     return {"steps": steps, "model_calls": 2 * steps, "turns": len(history) - 1,
-            "history_tokens": request_tokens(history), "proxied_input_tokens": proxied,
+            "history_tokens": sent, "proxied_input_tokens": proxied,
             "direct_replay_input_tokens": replay, "saving": replay / proxied,
             "wall_s": time.perf_counter() - started}  # fmt: skip
 
