@@ -256,6 +256,24 @@ def sandbox_options(what: str) -> Callable[[F], F]:
     return decorate
 
 
+def kernel_pool_options(unit: str) -> Callable[[F], F]:
+    """Add ``--idle-timeout`` and ``--max-kernels`` for a server that keeps one kernel per
+    ``unit`` (a client session, a conversation): the command gets both as they are."""
+
+    def decorate(func: F) -> F:
+        command: Any = click.option(
+            "--max-kernels", type=click.IntRange(min=1), default=8, show_default=True,
+            help=f"Kernels (one per {unit}) alive at once.",
+        )(func)  # fmt: skip
+        command = click.option(
+            "--idle-timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
+            help=f"Seconds a {unit}'s kernel may sit unused before it is closed.",
+        )(command)  # fmt: skip
+        return command  # type: ignore[no-any-return]
+
+    return decorate
+
+
 def token_options(envvar: str) -> Callable[[F], F]:
     """Add ``--token`` (env ``envvar``) and ``--token-file``; the command gets ``token``.
 

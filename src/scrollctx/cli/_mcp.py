@@ -13,7 +13,13 @@ from pathlib import Path
 
 import click
 
-from scrollctx.cli._app import sandbox_options, store_option, token_options, warn
+from scrollctx.cli._app import (
+    kernel_pool_options,
+    sandbox_options,
+    store_option,
+    token_options,
+    warn,
+)
 from scrollctx.config import Config
 from scrollctx.errors import MissingDependency
 from scrollctx.kernel import SandboxPolicy
@@ -44,20 +50,7 @@ __all__ = ["mcp_command"]
     show_default=True,
     help="Seconds a scroll_python cell may run; clients may ask for less.",
 )
-@click.option(
-    "--idle-timeout",
-    type=click.FloatRange(min=1),
-    default=900.0,
-    show_default=True,
-    help="Seconds a client's kernel may sit unused before it is closed.",
-)
-@click.option(
-    "--max-kernels",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Kernels (one per client session) alive at once.",
-)
+@kernel_pool_options("client session")
 @sandbox_options("scroll_python")
 @token_options("SCROLL_MCP_TOKEN")
 @store_option

@@ -20,7 +20,13 @@ from urllib.parse import urlparse
 import click
 
 from scrollctx.agent.backends import Backend
-from scrollctx.cli._app import sandbox_options, store_option, token_options, warn
+from scrollctx.cli._app import (
+    kernel_pool_options,
+    sandbox_options,
+    store_option,
+    token_options,
+    warn,
+)
 from scrollctx.cli._models import ModelCall
 from scrollctx.config import Config
 from scrollctx.errors import ConfigError, MissingDependency
@@ -120,20 +126,7 @@ _APIS = ("openai", "anthropic")
     show_default=True,
     help="api-key: the client's key also separates sessions.",
 )
-@click.option(
-    "--idle-timeout",
-    type=click.FloatRange(min=1),
-    default=900.0,
-    show_default=True,
-    help="Seconds a conversation's kernel may sit unused before it is closed.",
-)
-@click.option(
-    "--max-kernels",
-    type=click.IntRange(min=1),
-    default=8,
-    show_default=True,
-    help="Kernels (one per conversation) alive at once.",
-)
+@kernel_pool_options("conversation")
 @sandbox_options("Recall kernel")
 @token_options("SCROLL_SERVE_TOKEN")
 @store_option

@@ -93,32 +93,8 @@ def _http() -> Any:
     return httpx2.Client(transport=httpx2.HTTPTransport(socket_options=nodelay), timeout=60)
 
 
-def _backend(kind: str, server: Any, **options: Any) -> Any:
-    from scrollctx.agent.backends import RetryPolicy
-
-    if kind == "openai":
-        from scrollctx.agent.backends._openai import OpenAIBackend
-
-        return OpenAIBackend(model="scripted-model", base_url=server.base_url, api_key="sk-up",
-                             retry=RetryPolicy(max_attempts=1), options=options)  # fmt: skip
-    from scrollctx.agent.backends._anthropic import AnthropicBackend
-
-    return AnthropicBackend(model="claude-scripted", base_url=server.base_url, api_key="sk-up",
-                            retry=RetryPolicy(max_attempts=1), options=options)  # fmt: skip
-
-
-def _http() -> Any:
-    """The SDKs' own HTTP client, with TCP_NODELAY: a request's headers and body go out in two
-    writes, and on loopback the second would wait for the server's delayed ACK (~40 ms)."""
-    import socket
-
-    import httpx2
-
-    nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-    return httpx2.Client(transport=httpx2.HTTPTransport(socket_options=nodelay), timeout=60)
-
-
 def upstream_backend(kind: str, server: Any, **options: Any) -> Any:
+    """The backend the proxy calls its upstream with: a scripted server, one attempt."""
     from scrollctx.agent.backends import RetryPolicy
 
     if kind == "openai":
