@@ -15,10 +15,11 @@ calling that upstream directly, measured in the same run.
    first. Added latency = proxy time - direct time, per pair (min / median / max).
 2. **Added latency with N logged turns**: the same, once the conversation has ``--logged``
    turns in the log and the view evicts (budget ``--budget``): the client resends them all.
-3. **Input tokens of an agent session**: ``--steps`` agent turns as in ``scroll simulate``
-   (a request, a tool call, its ``--output-kb`` KiB result, an answer: two model calls), the
-   client replaying its whole history; total input tokens the upstream received through the
-   proxy against what direct replay sends (the same client, the same estimate of tokens).
+3. **Input tokens of an agent session**: ``--steps`` agent steps as in ``scroll simulate``
+   (a request, a tool call, its ``--output-kb`` KiB result, an answer: two model calls; the
+   requests and results are simulate's own), the client replaying its whole history; total
+   input tokens the upstream received through the proxy against what direct replay sends (the
+   same client, the same estimate of tokens).
 
 Numbers only; nothing is asserted. Port 0 everywhere; stores in a temporary folder.
 """
@@ -47,7 +48,7 @@ from starlette.routing import Route
 
 from scrollctx.log import EventLog
 from scrollctx.serve._network import listen
-from scrollctx.view import estimate_tokens
+from scrollctx.view import estimate_tokens, scripted_session
 
 SCROLL = Path(sys.executable).with_name("scroll")
 
@@ -206,7 +207,11 @@ def fill(bench: Bench, history: list[dict[str, Any]], turns: int) -> None:
 
 
 def agent_session(bench: Bench, steps: int, output_kb: int) -> dict[str, Any]:
-    """The client runs an agent: requests, tool calls, big results; tokens both ways."""
+    """The client runs an agent: requests, tool calls, big results; tokens both ways.
+
+    The user requests and tool results are ``scroll simulate``'s (:func:`scripted_session`),
+    so the saving compares with its ``input_token_saving_ratio`` for the same arguments.
+    """
     bench.http.post(f"{bench.upstream_url}/agent").raise_for_status()
     history: list[dict[str, Any]] = [{"role": "system", "content": "You are an agent."}]
     replay, sent = 0, request_tokens(history)  # direct replay sends all of history each time
@@ -217,15 +222,15 @@ def agent_session(bench: Bench, steps: int, output_kb: int) -> dict[str, Any]:
         history.append(message)
         sent += request_tokens([message])
 
-    for step in range(steps):
-        add({"role": "user", "content": f"Step {step}: " + text(20, step)})
+    for exchange in scripted_session(steps, output_kb):
+        (user, _), (_, _), (result, _), (_, _) = exchange
+        add(user)
         for _ in range(2):
             replay += sent
             _, reply = bench.send(bench.proxy_url, history)
             add({k: v for k, v in reply.items() if k in ("role", "content", "tool_calls")})
             for call in reply.get("tool_calls") or []:
-                output = text(output_kb * 1024 // 6, step)
-                add({"role": "tool", "tool_call_id": call["id"], "content": output})
+                add({"role": "tool", "tool_call_id": call["id"], "content": result["content"]})
     proxied = bench.http.get(f"{bench.upstream_url}/stats").json()["tokens"]
     return {"steps": steps, "model_calls": 2 * steps, "turns": len(history) - 1,
             "history_tokens": sent, "proxied_input_tokens": proxied,

@@ -21,7 +21,7 @@ from scrollctx.view._index import INDEX_HEADER, EvictionIndex, IndexBlock, Index
 from scrollctx.view._render import openai_layout
 from scrollctx.view._reports import CallSnapshot, EvictionReport, RenderedView, ViewMetrics
 from scrollctx.view._settings import VIEW_DEFAULTS, ViewSettings
-from scrollctx.view._simulate import SimulationResult, simulate
+from scrollctx.view._simulate import SimulationResult, scripted_session, simulate
 from scrollctx.view._turns import VIEW_KEY, Turn, split_message
 from scrollctx.view._working import (
     DIGEST_HEADER,
@@ -80,6 +80,7 @@ __all__ = [
     "load_index",
     "openai_layout",
     "parse_headline",
+    "scripted_session",
     "simulate",
     "split_message",
     "strip_headline",

@@ -19,6 +19,7 @@ import json
 import random
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,7 +28,7 @@ from scrollctx.view._working import WorkingView
 from scrollctx.view.headlines import HEADLINE_PROMPT
 from scrollctx.view.tokens import MESSAGE_OVERHEAD
 
-__all__ = ["SimulationResult", "simulate"]
+__all__ = ["SimulationResult", "scripted_session", "simulate"]
 
 _TOPICS = ["flights", "hotels", "invoices", "sensor", "payroll", "orders", "tickets", "genomes"]
 _METRICS = ["median latency", "total cost", "error rate", "peak load", "mean score"]
@@ -92,12 +93,11 @@ def simulate(
     view = WorkingView(
         log, session_id, _SYSTEM, budget_tokens=budget, rho=rho, k=k, evict_to=evict_to
     )
-    rng = random.Random(seed)
     history_raw = 0
     replay_total = 0
     build_ms: list[float] = []
-    for step in range(steps):
-        for message, calls_model in _exchange(step, output_kb, rng):
+    for step, exchange in enumerate(scripted_session(steps, output_kb, seed)):
+        for message, calls_model in exchange:
             history_raw += sum(t.raw_tokens for t in view.add(message))
             if calls_model:
                 digest = f"rows: list[dict] len=50 (batch {step}); summary: dict 4 keys"
@@ -106,6 +106,21 @@ def simulate(
                 build_ms.append(view.build(provider).build_ms)
                 replay_total += view.counter.scale(view.scaffold_raw() + history_raw)
     return _result(view, log, steps, output_kb, replay_total, history_raw, build_ms, started)
+
+
+def scripted_session(
+    steps: int, output_kb: float, seed: int = 0
+) -> Iterator[list[tuple[dict[str, Any], bool]]]:
+    """The simulated session's exchanges, one list per step: ``(message, calls_model)`` pairs
+    in the order of the module docstring (deterministic for a given ``seed``).
+
+    ``calls_model`` marks the messages after which the agent calls the model. Benchmarks
+    that drive other paths (``benchmarks/bench_proxy.py``) replay the same content, so their
+    numbers compare with ``scroll simulate``'s.
+    """
+    rng = random.Random(seed)
+    for step in range(steps):
+        yield _exchange(step, output_kb, rng)
 
 
 def _exchange(step: int, output_kb: float, rng: random.Random) -> list[tuple[dict[str, Any], bool]]:
