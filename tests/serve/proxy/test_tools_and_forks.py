@@ -197,3 +197,21 @@ def test_thinking_blocks_travel_byte_for_byte_both_ways(
     sent = anthropic_server.requests[1].body["messages"]
     assistant = next(m for m in sent if m["role"] == "assistant")
     assert assistant["content"][:2] == thinking  # from the log, as the model wrote them
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_clients_beta_header_reaches_the_upstream_and_its_key_does_not(
+    anthropic_server: ScriptedAnthropicServer, anthropic_proxy: ProxyServer, stream: bool
+) -> None:
+    beta = "interleaved-thinking-2025-05-14,fine-grained-tool-streaming-2025-05-14"
+    client = anthropic_proxy.anthropic(default_headers={"anthropic-beta": beta})
+    anthropic_server.enqueue_text("Hello.")
+    question = [{"role": "user", "content": "Hi."}]
+    if stream:
+        with client.messages.stream(model="c", max_tokens=50, messages=question) as events:
+            assert events.get_final_text() == "Hello."
+    else:
+        assert client.messages.create(model="c", max_tokens=50, messages=question)
+    sent = anthropic_server.requests[0].headers
+    assert sent["anthropic-beta"] == beta
+    assert "sk-up" in json.dumps(sent) and "client-key" not in json.dumps(sent)  # our key only

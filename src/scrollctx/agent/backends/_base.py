@@ -179,17 +179,30 @@ class Backend(ABC):
         """
         return None
 
-    def send(self, body: Mapping[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+    def send(
+        self,
+        body: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         """Send a request body in the provider's wire format; return its JSON answer unchanged.
 
-        ``timeout`` caps this request (default: the ``timeout`` option).
+        ``timeout`` caps this request (default: the ``timeout`` option); ``headers`` are sent
+        besides the backend's own.
 
         Raises:
             UsageError: the backend has no wire format (``wire`` is None).
         """
         raise UsageError(self._no_wire())
 
-    def send_stream(self, body: Mapping[str, Any], *, timeout: float | None = None) -> WireStream:
+    def send_stream(
+        self,
+        body: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> WireStream:
         """Like :meth:`send` with streaming on: each event's JSON as it arrives."""
         raise UsageError(self._no_wire())
 

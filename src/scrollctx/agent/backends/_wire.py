@@ -87,18 +87,25 @@ class WireDoor:
     retry: RetryPolicy
     _client: Any
 
-    def send(self, body: Mapping[str, Any], *, timeout: float | None = None) -> dict[str, Any]:
+    def send(
+        self,
+        body: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
         """Send a body in the provider's format; return its JSON answer as it sent it.
 
-        ``timeout`` caps this request (default: the backend's ``timeout`` option).
+        ``timeout`` caps this request (default: the backend's ``timeout`` option); ``headers``
+        are added to the SDK's own (a client's ``anthropic-beta``, never credentials).
         """
-        wire, limit = self._wire_body(body, stream=False), self._limit(timeout)
+        wire, options = self._wire_body(body, stream=False), self._options(timeout, headers)
 
         def post() -> dict[str, Any]:
             with self._wire_errors():
                 try:
                     data = self._client.post(self.wire_path, body=wire, cast_to=object,
-                                             options={"timeout": limit})  # fmt: skip
+                                             options=options)  # fmt: skip
                 except json.JSONDecodeError as exc:
                     raise BadResponse(f"{self.name} answered with invalid JSON ({exc.msg})",
                                       backend=self.name) from exc  # fmt: skip
@@ -106,14 +113,20 @@ class WireDoor:
 
         return call_with_retries(post, self.retry)
 
-    def send_stream(self, body: Mapping[str, Any], *, timeout: float | None = None) -> WireStream:
+    def send_stream(
+        self,
+        body: Mapping[str, Any],
+        *,
+        timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> WireStream:
         """Like :meth:`send` with streaming on: each event's JSON as it arrives."""
-        wire, limit = self._wire_body(body, stream=True), self._limit(timeout)
+        wire, options = self._wire_body(body, stream=True), self._options(timeout, headers)
 
         def open_stream() -> Any:
             with self._wire_errors():
                 return self._client.post(self.wire_path, body=wire, cast_to=object,
-                                         options={"timeout": limit}, stream=True,
+                                         options=options, stream=True,
                                          stream_cls=self._wire_stream_class())  # fmt: skip
 
         return WireStream(call_with_retries(open_stream, self.retry), self._wire_errors)
@@ -124,8 +137,9 @@ class WireDoor:
             data = self._client.get(self.models_path, cast_to=object)
         return wire_answer(data, self.name)
 
-    def _limit(self, timeout: float | None) -> float:
-        return timeout or float(getattr(getattr(self, "options", None), "timeout", 120.0))
+    def _options(self, timeout: float | None, headers: Mapping[str, str] | None) -> dict[str, Any]:
+        limit = timeout or float(getattr(getattr(self, "options", None), "timeout", 120.0))
+        return {"timeout": limit, **({"headers": dict(headers)} if headers else {})}
 
     def _wire_body(self, body: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
         raise NotImplementedError

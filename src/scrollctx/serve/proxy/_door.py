@@ -13,8 +13,9 @@ Failure is visible, never silent, and loses nothing already logged:
 - a store error: 503 with its message (nothing of the request was logged);
 - a view that cannot fit the window even after eviction: 400 ``context_length_exceeded``.
 
-Every answer carries ``X-Scroll-Sandbox`` (the kernel's profile, ``opt-out`` stated) and, once
-the request has a conversation, ``X-Scroll-Session``; a non-streamed one also carries
+Of the client's headers only :data:`FORWARDED_HEADERS` reach the upstream. Every answer carries
+``X-Scroll-Sandbox`` (the kernel's profile, ``opt-out`` stated) and, once the request has a
+conversation, ``X-Scroll-Session``; a non-streamed one also carries
 ``X-Scroll-Recall-Steps`` (the hidden steps themselves are in the body's ``scroll`` field).
 """
 
@@ -57,6 +58,9 @@ __all__ = [
 SESSION_HEADER = "x-scroll-session"
 _log = logging.getLogger(__name__)
 SESSION_KEYS = ("header", "api-key")
+FORWARDED_HEADERS = ("anthropic-beta",)
+"""Client headers passed upstream: they change what the upstream accepts (Claude Code's beta
+features and the fields that need them); credentials and everything else stay here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +122,13 @@ class Door:
             return failure(exc, self.wire, self.headers)
         conversation = admitted.conversation
         said = {**self.headers, "X-Scroll-Session": conversation.session_id}
+        passed = forwarded(headers)
+
+        def call(upstream: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+            return self.backend.send(upstream, timeout=timeout, headers=passed)
+
         try:
-            outcome = self.loop.run(conversation, request, self._send)
+            outcome = self.loop.run(conversation, request, call)
         except ScrollError as exc:
             self.conversations.release(conversation)
             return failure(exc, self.wire, said)
@@ -171,11 +180,12 @@ class Door:
         said = {**self.headers, "X-Scroll-Session": conversation.session_id}
         out = _Outlet(push, cancelled, said)
         translator = self._translator(request)
+        passed = forwarded(headers)
         try:
             outcome = self.loop.run(
                 conversation,
                 request,
-                lambda upstream, timeout: self._relay(upstream, timeout, translator, out),
+                lambda upstream, timeout: self._relay(upstream, timeout, passed, translator, out),
                 reply=lambda _: translator.reply(),
             )
             out.send(translator.finish(outcome.usage, outcome.extension(conversation.session_id)))
@@ -199,13 +209,14 @@ class Door:
         self,
         body: dict[str, Any],
         timeout: float | None,
+        headers: Mapping[str, str],
         translator: StreamTranslator,
         out: _Outlet,
     ) -> dict[str, Any]:
         """One streamed upstream call: its events translated to the client as they come."""
         translator.start_answer()
         builder = self.backend.stream_builder()
-        events = self.backend.send_stream(body, timeout=timeout)
+        events = self.backend.send_stream(body, timeout=timeout, headers=headers)
         try:
             with out.cancelled.watching(events):
                 for event in events:
@@ -240,8 +251,10 @@ class Door:
         except ScrollError as exc:
             return failure(exc, self.wire, self.headers)
 
-    def _send(self, body: dict[str, Any], timeout: float | None) -> dict[str, Any]:
-        return self.backend.send(body, timeout=timeout)
+
+def forwarded(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's headers (names lower-cased) that go upstream: :data:`FORWARDED_HEADERS`."""
+    return {name: headers[name] for name in FORWARDED_HEADERS if headers.get(name)}
 
 
 class Disconnected(Exception):  # noqa: N818 - a signal: the client is gone
