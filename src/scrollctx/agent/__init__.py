@@ -8,7 +8,7 @@ working view with its eviction index). User tools are registered with :func:`too
 Backends live in :mod:`scrollctx.agent.backends`; their main names are re-exported here.
 """
 
-from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, choose_model, default_budget
+from scrollctx.agent._agent import NO_MODEL_HELP, Agent, ChatSession, choose_model
 from scrollctx.agent._answers import answer_call
 from scrollctx.agent._calls import (
     CallChanges,
@@ -55,6 +55,7 @@ from scrollctx.agent._tools import (
     scroll_toolset,
     tool,
 )
+from scrollctx.agent._windows import Budget, choose_budget
 from scrollctx.agent.backends import (
     Backend,
     BackendOptions,
@@ -81,6 +82,7 @@ __all__ = [
     "AnswerSubmitted",
     "Backend",
     "BackendOptions",
+    "Budget",
     "CallChanges",
     "ChatRequest",
     "ChatSession",
@@ -118,8 +120,8 @@ __all__ = [
     "build_system_prompt",
     "call_changes",
     "call_digest",
+    "choose_budget",
     "choose_model",
-    "default_budget",
     "extract_code_blocks",
     "json_memory_toolset",
     "persist_message",

@@ -165,10 +165,11 @@ def serve_command(
                           "supported yet")  # fmt: skip
     api = upstream_api or _guess_api(upstream)
     backend = _upstream(api, upstream, upstream_key, timeout, upstream_retries, config)
-    from scrollctx.agent import default_budget
+    from scrollctx.agent import choose_budget
 
+    chosen = choose_budget(backend, given=budget_tokens)
     options = ServeOptions(
-        view=ViewSettings(budget_tokens or default_budget(backend), rho=rho),
+        view=ViewSettings(chosen.tokens, rho=rho),
         limits=RecallLimits(max_recall_steps, recall_seconds, cell_timeout),
         sandbox=sandbox,
         host=host,
@@ -183,7 +184,8 @@ def serve_command(
     def ready(url: str, label: str) -> None:
         base = f"{url}/v1" if api == "openai" else url
         warn(f"scroll serve: {api} upstream {upstream}; point clients at {base} "
-             f"(sandbox {label}, budget {budget:,} tokens); Ctrl-C stops")  # fmt: skip
+             f"(sandbox {label}, budget {budget:,} tokens from {chosen.source}); "
+             "Ctrl-C stops")  # fmt: skip
 
     serve_proxy(config.db_path, backend, options, on_ready=ready)
 

@@ -34,9 +34,8 @@ def _model(request: RecordedRequest) -> ScriptedReply:
     results = [m for m in messages if m["role"] == "tool"]
     if results and "4512" in results[-1]["content"]:
         return ScriptedOpenAIServer.text_reply("Your locker code is 4512.", usage=usage)
-    asked = next(m["content"] for m in reversed(messages) if m["role"] == "user"
-                 and not m["content"].startswith("["))  # fmt: skip
-    if "locker code?" in asked:
+    asked = next(m["content"] for m in reversed(messages) if m["role"] == "user")
+    if "locker code?" in asked:  # the question (the view may merge its index into that message)
         return ScriptedOpenAIServer.tool_calls_reply([(RECALL_TOOL, {"source": CELL})], usage=usage)
     return ScriptedOpenAIServer.text_reply("Noted.", usage=usage)
 
