@@ -3,6 +3,9 @@
 Standard library only (it runs inside the sandboxed kernel worker): it imports nothing of
 scrollctx but ``log``, ``errors`` and ``config``.
 
+In the kernel, ``ms`` is a :class:`RemoteSurface`: the same API, answered by a memory reader
+process that alone opens the store (see ``_remote``).
+
 How notes reach the model: every call returns :class:`ResultRows` whose ``notes`` say when a
 result is partial, capped, degraded (LIKE) or missing a payload. The same notes collect on the
 surface; after each cell the kernel calls ``ms.drain_notes()`` and prints each as a
@@ -20,6 +23,7 @@ __all__ = [
     "EmbedReport",
     "Encoder",
     "MemorySurface",
+    "RemoteSurface",
     "ResultRows",
     "days_between",
     "embed_pending",
@@ -34,6 +38,7 @@ __all__ = [
 if TYPE_CHECKING:
     from scrollctx.surface._dates import days_between
     from scrollctx.surface._query import or_terms
+    from scrollctx.surface._remote import RemoteSurface
     from scrollctx.surface._rows import Budgets, ResultRows, format_notes
     from scrollctx.surface._search import BM25_WEIGHTS
     from scrollctx.surface._semantic_embed import (
@@ -55,6 +60,7 @@ else:
             "EmbedReport": "scrollctx.surface._semantic_embed",
             "Encoder": "scrollctx.surface._semantic_model",
             "MemorySurface": "scrollctx.surface._surface",
+            "RemoteSurface": "scrollctx.surface._remote",
             "ResultRows": "scrollctx.surface._rows",
             "days_between": "scrollctx.surface._dates",
             "embed_pending": "scrollctx.surface._semantic_embed",

@@ -13,9 +13,10 @@ from typing import Any
 
 from scrollctx.errors import QueryError
 
-__all__ = ["Binding", "Filters", "build_filters"]
+__all__ = ["Binding", "Filters", "build_filters", "clamp_int64"]
 
 _SCOPES = ("session", "task", "all")
+_INT64 = (-(2**63), 2**63 - 1)
 _ISO_PREFIX = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -120,7 +121,12 @@ def _range(column: str, value: object, parts: list[str], params: list[Any]) -> N
         if isinstance(bound, bool) or not isinstance(bound, int):
             raise QueryError(f"{name} bounds must be integers or None; got {value!r}")
         parts.append(f"c.{column} {op} ?")
-        params.append(bound)
+        params.append(clamp_int64(bound))
+
+
+def clamp_int64(value: int) -> int:
+    """Clamp a bound to SQLite's integer range (no row lies beyond it; SQLite cannot bind more)."""
+    return min(max(value, _INT64[0]), _INT64[1])
 
 
 def _iso(name: str, value: object) -> str:

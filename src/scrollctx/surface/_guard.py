@@ -12,6 +12,8 @@ Invariants:
   FTS5 need (``json_extract``, ``snippet``, ``bm25`` …) stay allowed.
 - Every statement runs under a deadline enforced by a progress handler; an expired deadline
   surfaces as :class:`BudgetExceeded`, never as a silent short answer.
+- Nothing is written to disk: temporary tables and sorts stay in memory (``temp_store``), where
+  a confined process's heap limit bounds them; ``value_bytes`` caps one string or blob.
 """
 
 from __future__ import annotations
@@ -137,8 +139,14 @@ def read_only_uri(db_path: Path) -> str:
     return "file:" + urllib.parse.quote(str(db_path.resolve())) + "?mode=ro"
 
 
-def connect_read_only(db_path: Path, deadline: Deadline) -> sqlite3.Connection:
+def connect_read_only(
+    db_path: Path, deadline: Deadline, *, value_bytes: int | None = None
+) -> sqlite3.Connection:
     """Open the guarded connection: in-memory main, the log ATTACHed read-only as ``hist``.
+
+    ``value_bytes``: the largest string or blob a statement may build (``SQLITE_LIMIT_LENGTH``;
+    default SQLite's own, 1e9 bytes); past it a statement fails at once with "string or blob
+    too big" instead of allocating.
 
     Raises:
         StoreError: the file is missing or cannot be attached read-only.
@@ -154,6 +162,7 @@ def connect_read_only(db_path: Path, deadline: Deadline) -> sqlite3.Connection:
         conn.execute("ATTACH DATABASE ? AS hist", (read_only_uri(db_path),))
         tables = {row[0] for row in conn.execute("SELECT name FROM hist.sqlite_master")}
         conn.execute("PRAGMA query_only = 1")
+        conn.execute("PRAGMA temp_store = MEMORY")
     except sqlite3.DatabaseError as exc:
         conn.close()
         failure = known_failure(db_path, "opening read-only", exc)
@@ -175,6 +184,8 @@ def connect_read_only(db_path: Path, deadline: Deadline) -> sqlite3.Connection:
     if "checksum" not in columns:
         conn.close()
         raise StoreError(needs_upgrade(db_path))
+    if value_bytes is not None:
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, value_bytes)
     conn.set_authorizer(_authorize)
     conn.set_progress_handler(deadline, _PROGRESS_OPS)
     return conn

@@ -34,7 +34,7 @@ from scrollctx.log import (
     verify_event,
 )
 from scrollctx.surface._dates import days_between as _days_between
-from scrollctx.surface._filters import Binding, build_filters
+from scrollctx.surface._filters import Binding, build_filters, clamp_int64
 from scrollctx.surface._guard import Deadline, connect_read_only
 from scrollctx.surface._rows import Budgets, ResultRows, as_dict, load_json, row_bytes
 from scrollctx.surface._search import Searcher, SearchOptions
@@ -57,6 +57,7 @@ _STORED_AT = "stored_at"
 
 _READ_STATEMENT = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(\w+)", re.DOTALL)
 _DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: the file, not the query
+_TOOBIG = 18
 _READ_KEYWORDS = frozenset({"select", "with", "values", "explain", "pragma"})
 _WRITE_KEYWORDS = frozenset(
     {"insert", "update", "delete", "replace", "upsert", "create", "drop", "alter", "attach",
@@ -82,14 +83,17 @@ def open_surface(
     task_id: str | None = None,
     agent_id: str | None = None,
     budgets: Budgets | None = None,
+    value_bytes: int | None = None,
 ) -> MemorySurface:
     """Open the memory surface over the Event Log at ``db_path``, read-only.
 
-    Payloads are read from ``payloads/`` beside the file. Raises :class:`StoreError` if the
-    file does not exist (it is never created here).
+    Payloads are read from ``payloads/`` beside the file. ``value_bytes`` caps one string or
+    blob a query may build (default: SQLite's limit). Raises :class:`StoreError` if the file
+    does not exist (it is never created here).
     """
     path = Path(db_path)
-    return MemorySurface(path, Binding(session_id, task_id, agent_id), budgets or Budgets())
+    binding = Binding(session_id, task_id, agent_id)
+    return MemorySurface(path, binding, budgets or Budgets(), value_bytes=value_bytes)
 
 
 class MemorySurface:
@@ -98,12 +102,14 @@ class MemorySurface:
     __slots__ = ("_budgets", "_binding", "_conn", "_db_path", "_deadline", "_notes",
                  "_payloads", "_searcher")  # fmt: skip
 
-    def __init__(self, db_path: Path, binding: Binding, budgets: Budgets) -> None:
+    def __init__(
+        self, db_path: Path, binding: Binding, budgets: Budgets, *, value_bytes: int | None = None
+    ) -> None:
         self._binding = binding
         self._budgets = budgets
         self._deadline = Deadline()
         self._db_path = db_path
-        self._conn = connect_read_only(db_path, self._deadline)
+        self._conn = connect_read_only(db_path, self._deadline, value_bytes=value_bytes)
         self._payloads = PayloadStore(db_path.parent / "payloads")
         self._notes: list[str] = []
         self._searcher = Searcher(self._conn, self._deadline, budgets, _has_fts5(self._conn))
@@ -294,7 +300,7 @@ class MemorySurface:
         if isinstance(after_seq, bool) or not isinstance(after_seq, int):
             raise QueryError(f"after_seq must be an integer seq; got {after_seq!r}")
         rows = self._select_rows(
-            "c.session_id = ? AND c.seq > ?", (str(sid), after_seq), f"session {sid!r}"
+            "c.session_id = ? AND c.seq > ?", (str(sid), clamp_int64(after_seq)), f"session {sid!r}"
         )
         if not rows and not rows.partial:
             rows.note(f"session {sid!r} has no events after seq {after_seq}")
@@ -413,7 +419,8 @@ class MemorySurface:
         if not _is_seq(first) or not _is_seq(last):
             raise QueryError(f"expand(lo, hi) takes two integer seqs; got {first!r}, {last!r}")
         lo, hi = sorted((cast(int, first), cast(int, last)))
-        rows = self._select_rows("c.seq BETWEEN ? AND ?", (lo, hi), f"expand({lo}, {hi})")
+        span = (clamp_int64(lo), clamp_int64(hi))  # no seq lies beyond SQLite's integers
+        rows = self._select_rows("c.seq BETWEEN ? AND ?", span, f"expand({lo}, {hi})")
         if not rows and not rows.partial:
             rows.note(f"expand: no events between seq {lo} and {hi}")
         return rows
@@ -515,6 +522,12 @@ class MemorySurface:
                     f"query: {_clip(sql)}",
                     query=sql,
                 ) from exc
+            except OverflowError as exc:
+                raise QueryError(
+                    f"{what}: a parameter is outside SQLite's 64-bit integer range ({exc}); "
+                    f"query: {_clip(sql)}",
+                    query=sql,
+                ) from exc
             except sqlite3.DatabaseError as exc:
                 self._raise_unless_timeout(exc, sql)
                 result.note(self._time_note(what), partial=True)
@@ -537,6 +550,12 @@ class MemorySurface:
             hint = " -- ms is read-only: writes, DDL, ATTACH/DETACH and writing pragmas are refused"
         elif "no such table" in str(exc):
             hint = f" -- the events are in {_TABLE} (columns: PRAGMA hist.table_info({_LOG_TABLE}))"
+        elif (getattr(exc, "sqlite_errorcode", 0) & 0xFF) == _TOOBIG:
+            limit = self._conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+            hint = (
+                f" -- one value may hold at most {limit:,} bytes here; build smaller ones "
+                "(substr, fewer rows in group_concat)"
+            )
         raise QueryError(f"query failed: {exc}{hint}; query: {_clip(sql)}", query=sql) from exc
 
     def _time_note(self, what: str) -> str:
