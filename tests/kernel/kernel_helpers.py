@@ -1,10 +1,11 @@
-"""Helpers for kernel tests: seeded stores, log snapshots, host-side tools, sessions."""
+"""Helpers for kernel tests: seeded stores, log snapshots, attacks, host-side tools, sessions."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 import os
+import resource
 import select
 import signal
 import subprocess
@@ -12,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from scrollctx.kernel import Kernel
+from scrollctx.kernel import CellResult, Kernel
 from scrollctx.log import EventLog, Kind, NewEvent
 
 SEED_TEXTS = [
@@ -143,3 +144,42 @@ def _remove_worker_cgroup(pid: int, groups: str) -> None:
             for root in ("/sys/fs/cgroup/pids", "/sys/fs/cgroup"):
                 with contextlib.suppress(OSError):
                     Path(root, relative).rmdir()
+
+
+def attack(session: Session, cell: str, **options: float) -> tuple[CellResult, LogSnapshot]:
+    """Run a hostile cell; return its result and the log as it was before."""
+    before = snapshot(session.log)
+    result = session.kernel.run_cell(cell, **options)
+    return result, before
+
+
+def assert_host_unharmed(session: Session, before: LogSnapshot) -> None:
+    """The host still runs a cell and the log is byte for byte what it was."""
+    assert session.kernel.run_cell("print('host ok')").stdout == "host ok\n"
+    assert_log_unchanged(session.log, before)
+
+
+def assert_only_restart_logged(session: Session, before: LogSnapshot) -> None:
+    """The attack cost the worker its life: nothing but the kernel's restart events was added."""
+    session.log.check()
+    assert [e.seq for e in session.log.span(1, before.last_seq)] == list(
+        range(1, before.last_seq + 1)
+    )
+    added = session.log.span(before.last_seq + 1, session.log.last_seq())
+    assert added and all(e.kind == Kind.SYSTEM and e.name == "kernel" for e in added)
+    assert session.kernel.run_cell("print('host ok')").stdout == "host ok\n"
+
+
+WORKER = (
+    "import gc, json, os, struct, time\n"
+    "from scrollctx.kernel._frames import encode_frame\n"
+    "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
+    "def frame(msg, request=None):\n"
+    "    return encode_frame(w.cell_id if request is None else request, msg)\n"
+)
+"""A cell prelude that finds the worker object and builds frames as the worker would."""
+
+
+def peak_rss() -> int:
+    """The test process's peak resident set size so far, in bytes (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

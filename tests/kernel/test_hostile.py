@@ -27,42 +27,21 @@ from typing import Any
 
 import pytest
 from kernel_helpers import (
-    LogSnapshot,
+    WORKER,
     Session,
-    assert_log_unchanged,
+    assert_host_unharmed,
+    assert_only_restart_logged,
     assert_worker_dies_with_killed_host,
+    attack,
     open_session,
-    snapshot,
 )
 
 from conftest import SandboxVariant
 from needs import missing
 from scrollctx.kernel import CellResult, Kernel, Limits, SandboxPolicy, render_observation
-from scrollctx.kernel._namespace import store_files, worker_reads
+from scrollctx.kernel._namespace import worker_reads
 from scrollctx.kernel._quota import written_bytes
 from scrollctx.log import Kind, NewEvent
-
-
-def attack(session: Session, cell: str, **options: float) -> tuple[CellResult, LogSnapshot]:
-    before = snapshot(session.log)
-    result = session.kernel.run_cell(cell, **options)
-    return result, before
-
-
-def assert_host_unharmed(session: Session, before: LogSnapshot) -> None:
-    assert session.kernel.run_cell("print('host ok')").stdout == "host ok\n"
-    assert_log_unchanged(session.log, before)
-
-
-def assert_only_restart_logged(session: Session, before: LogSnapshot) -> None:
-    session.log.check()
-    assert [e.seq for e in session.log.span(1, before.last_seq)] == list(
-        range(1, before.last_seq + 1)
-    )
-    added = session.log.span(before.last_seq + 1, session.log.last_seq())
-    assert added and all(e.kind == Kind.SYSTEM and e.name == "kernel" for e in added)
-    assert session.kernel.run_cell("print('host ok')").stdout == "host ok\n"
-
 
 _ATTEMPT = (
     "import errno, os\n"
@@ -84,8 +63,9 @@ def outcomes(result: CellResult) -> Any:
 
 def sandbox_skeleton(kernel: Kernel, folder: str) -> set[str]:
     """The names a folder outside the worker's mounts may show in its mount namespace: only
-    the path components that lead to its own binds (the interpreter, the log, scratch)."""
-    mounts = [*worker_reads(kernel.python, store_files(str(kernel.db_path))), str(kernel.scratch)]
+    the path components that lead to its own binds (the interpreter, scratch; never the store,
+    which only the memory reader reads)."""
+    mounts = [*worker_reads(kernel.python), str(kernel.scratch)]
     return {m[len(folder) + 1 :].split("/")[0] for m in mounts if m.startswith(folder + "/")}
 
 
@@ -160,8 +140,8 @@ def test_delete_a_file_outside_scratch(hostile: Session) -> None:
 
 
 def test_write_the_event_log_or_its_wal(hostile: Session) -> None:
-    # Attack 1 at ABI <= 2 (Landlock does not control truncation there) is stopped by the
-    # read-only bind of the log's files in the worker's mount namespace.
+    # Attack 1: the worker holds no descriptor on the store, and in its mount namespace the
+    # store's files do not exist (only the memory reader reads them).
     db = str(hostile.log.path)
     inos = {os.stat(db + s).st_ino for s in ("", "-wal", "-shm")}
     cell = _ATTEMPT + (
@@ -179,26 +159,9 @@ def test_write_the_event_log_or_its_wal(hostile: Session) -> None:
     )
     result, before = attack(hostile, cell)
     out = outcomes(result)
-    assert {out.pop("link"), out.pop("fds") and "EBADF"} <= {"EXDEV", "EBADF"}, result.stdout
-    assert set(out.values()) <= REFUSED, result.stdout
+    assert out.pop("fds") == [], result.stdout
+    assert set(out.values()) <= REFUSED | {"ENOENT", "EXDEV"}, result.stdout
     assert not (hostile.root / "scratch" / "copy.db").exists()
-    assert_host_unharmed(hostile, before)
-
-
-def test_attach_the_log_read_write(hostile: Session) -> None:
-    db = str(hostile.log.path)
-    cell = (
-        "import sqlite3\nconn = sqlite3.connect(':memory:')\n"
-        f"conn.execute(\"ATTACH 'file:{db}?mode=rw' AS w\")\n"
-        'conn.execute("INSERT INTO w.conversation_history (session_id, kind, content) '
-        "VALUES ('x', 'user_message', 'forged')\")\nconn.commit()"
-    )
-    result, before = attack(hostile, cell)
-    assert result.error is not None and "OperationalError" in result.error
-    direct = hostile.kernel.run_cell(
-        f"import sqlite3\nsqlite3.connect({db!r}).execute('DELETE FROM _meta')"
-    )
-    assert direct.error is not None and "readonly database" in direct.error
     assert_host_unharmed(hostile, before)
 
 
@@ -304,66 +267,6 @@ def test_forge_a_reply_frame_on_stdout(shared: Session) -> None:
     assert_host_unharmed(shared, before)
 
 
-def test_forge_a_reply_frame_on_the_control_fd(shared: Session) -> None:
-    # A well-formed forgery is accepted as this cell's reply: it is untrusted text for the model,
-    # the same power as print(). The real reply that follows is dropped (stale id) and the next
-    # cell is answered correctly.
-    cell = (
-        "import gc, json, struct, os\n"
-        "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
-        "body = json.dumps({'op': 'result', 'id': w.cell_id, 'stdout': 'FORGED\\n',"
-        " 'stderr': '', 'error': None, 'digest': {}, 'notes': []}).encode()\n"
-        "os.write(w.fd_out, struct.pack('>I', len(body)) + body)\n"
-        "print('real reply')"
-    )
-    result, before = attack(shared, cell)
-    assert result.stdout == "FORGED\n"
-    follow = shared.kernel.run_cell("print(6 * 7)")
-    assert follow.stdout == "42\n" and not follow.namespace_lost
-    assert_host_unharmed(shared, before)
-
-
-@pytest.mark.parametrize(
-    ("payload", "reason"),
-    [
-        ("struct.pack('>I', 2**31)", "exceeds the 16777216-byte limit"),
-        ("struct.pack('>I', 5) + b'{oops'", "not UTF-8 JSON"),
-        ("struct.pack('>I', 4) + b'[42]'", "not an object"),
-        ("struct.pack('>I', 400000) + b'[' * 200000 + b']' * 200000", "RecursionError"),
-        (
-            "struct.pack('>I', 5019) + b'{\"op\":\"result\",\"id\":' + b'7' * 5000 + b'}'",
-            "4300 digits",
-        ),
-    ],
-    ids=["oversized", "not-json", "not-object", "nested-too-deep", "integer-too-long"],
-)
-def test_forge_a_malformed_frame_on_the_control_fd(own: Session, payload: str, reason: str) -> None:
-    # None of these may raise out of run_cell (a RecursionError or ValueError from the JSON
-    # decoder once did): each is a protocol violation that costs only the worker.
-    cell = (
-        "import gc, os, struct\n"
-        "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
-        f"os.write(w.fd_out, {payload})\nimport time\ntime.sleep(30)"
-    )
-    result, before = attack(own, cell)
-    assert result.namespace_lost and result.error is not None
-    assert "broke the frame protocol" in result.error and reason in result.error, result.error
-    assert_only_restart_logged(own, before)
-
-
-def test_forge_a_result_frame_with_wrong_field_types(own: Session) -> None:
-    cell = (
-        "import gc, json, os, struct, time\n"
-        "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
-        "body = json.dumps({'op': 'result', 'id': w.cell_id, 'stdout': 5}).encode()\n"
-        "os.write(w.fd_out, struct.pack('>I', len(body)) + body)\ntime.sleep(30)"
-    )
-    result, before = attack(own, cell)
-    assert result.namespace_lost and result.error is not None
-    assert "malformed stdout" in result.error
-    assert_only_restart_logged(own, before)
-
-
 def test_read_the_host_environment_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-value")
     session = open_session(tmp_path)
@@ -416,8 +319,8 @@ def test_change_modes_owners_or_flags_outside_scratch(hostile: Session) -> None:
         "chmod_db": f"os.chmod({db!r}, 0)",
         "chown": f"os.chown({str(victim)!r}, 1234, 1234)",
         "setxattr": f"os.setxattr({str(victim)!r}, 'user.planted', b'1')",
-        "chattr_immutable": (
-            f"fcntl.ioctl(open({db!r}, 'rb').fileno(), 0x40086602, struct.pack('i', 0x10))"
+        "chattr_immutable": (  # on a file the worker may open: the store is not one
+            "fcntl.ioctl(open(os.__file__, 'rb').fileno(), 0x40086602, struct.pack('i', 0x10))"
         ),
     }
     cell = "import fcntl, os, struct\nout = {}\n" + "".join(
@@ -430,22 +333,6 @@ def test_change_modes_owners_or_flags_outside_scratch(hostile: Session) -> None:
     after = victim.stat()
     assert (after.st_mode, after.st_uid) == (stat_before.st_mode, stat_before.st_uid)
     assert os.access(db, os.W_OK) and os.stat(db).st_mode & 0o600 == 0o600
-    assert_host_unharmed(hostile, before)
-
-
-def test_write_the_log_through_links_descriptors_or_mappings(hostile: Session) -> None:
-    db = str(hostile.log.path)
-    cell = _ATTEMPT + (
-        f"import mmap\ndb = {db!r}\nos.symlink(db, 'alias.db')\n"
-        "shm = os.open(db + '-shm', os.O_RDONLY)\n"
-        "held = [fd for fd in range(3, 64) if os.path.exists(f'/proc/self/fd/{fd}')"
-        " and os.fstat(fd).st_ino == os.stat(db).st_ino]\n"
-        "print([attempt(lambda: open('alias.db', 'r+b').write(b'x')),"
-        " attempt(lambda: mmap.mmap(shm, 32768, access=mmap.ACCESS_WRITE)),"
-        " attempt(lambda: open(f'/proc/self/fd/{held[0]}', 'r+b'))])"
-    )
-    result, before = attack(hostile, cell)
-    assert set(outcomes(result)) <= REFUSED, result.stdout
     assert_host_unharmed(hostile, before)
 
 
@@ -463,14 +350,6 @@ def test_read_files_outside_the_allow_list(hostile: Session) -> None:
 
 
 # -- attacks beyond the issue's list (audit) ---------------------------------------------------
-
-_WORKER = (
-    "import gc, json, os, struct, time\n"
-    "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
-    "def frame(msg):\n"
-    "    body = json.dumps(msg).encode()\n"
-    "    return struct.pack('>I', len(body)) + body\n"
-)
 
 
 def test_proc_of_the_worker_and_of_the_host_is_out_of_reach(
@@ -595,37 +474,6 @@ def test_io_uring_userfaultfd_bpf_and_perf_are_denied(hostile: Session) -> None:
     assert_host_unharmed(hostile, before)
 
 
-def test_no_sqlite_handle_in_the_worker_can_write_the_log(hostile: Session) -> None:
-    # Walk every object in the worker (ms, its closures, its connection): each SQLite handle on
-    # the log refuses writes, even with its authorizer removed; a log re-attached with
-    # mode=rw opens read-only (Landlock denies the write open) and refuses them too.
-    db = str(hostile.log.path)
-    insert = "INSERT INTO {}.conversation_history(session_id, kind, content) VALUES ('x','x','x')"
-    cell = (
-        "import gc, sqlite3\nout = []\n"
-        "conns = [o for o in gc.get_objects() if isinstance(o, sqlite3.Connection)]\n"
-        "for c in conns:\n"
-        "    c.set_authorizer(None)\n"
-        f"    c.execute(\"ATTACH 'file:{db}?mode=rw' AS rw\")\n"
-        f"    logs = [r[1] for r in c.execute('PRAGMA database_list') if r[2] == {db!r}]\n"
-        f"    sql = [{insert!r}.format(s) for s in logs] + [f'VACUUM {{s}}' for s in logs]\n"
-        "    sql += [f'PRAGMA {s}.journal_mode=DELETE' for s in logs]\n"
-        "    sql += ['PRAGMA rw.wal_checkpoint(TRUNCATE)']\n"
-        "    for q in sql:\n"
-        "        try:\n            c.execute(q).fetchall(); c.commit(); out.append('WROTE ' + q)\n"
-        "        except sqlite3.Error:\n            out.append('refused')\n"
-        "    c.execute('DETACH rw')\n"
-        "    out.append(len(logs))\n"
-        "print(len(conns), out)"
-    )
-    result, before = attack(hostile, "ms.search('adoption', k=1)\n" + cell)
-    count, outcomes = result.stdout.split(" ", 1)
-    found = eval(outcomes)  # noqa: S307 - a list printed by the cell
-    assert int(count) >= 1 and {o for o in found if isinstance(o, str)} == {"refused"}, found
-    assert all(n >= 2 for n in found if isinstance(n, int))  # ms's own handle plus 'rw'
-    assert_host_unharmed(hostile, before)
-
-
 def test_thread_bomb_stops_at_the_cap(tmp_path: Path) -> None:
     # RLIMIT_NPROC does not bind a uid-0 worker; the host's pids cgroup does. Without a cap a
     # cell could take every pid on the machine (pid_max is often 32,768).
@@ -728,7 +576,7 @@ def test_forged_tool_calls_are_bounded_per_cell(tmp_path: Path) -> None:
     # without end; past the cell's budget the host answers without running or logging.
     session = open_session(tmp_path, max_tool_calls=20)
     try:
-        cell = _WORKER + (
+        cell = WORKER + (
             "answers = []\nfor call in range(1, 61):\n"
             "    os.write(w.fd_out, frame({'op': 'tool_call', 'id': w.cell_id, 'call': call,"
             " 'name': 'system', 'args': ['rm -rf /'], 'kwargs': {}}))\n"
@@ -761,7 +609,7 @@ def test_oversized_tool_arguments_are_not_run_or_kept(shared: Session) -> None:
 def test_hostile_tool_arguments_do_not_harm_the_host(shared: Session) -> None:
     # Forged frames skip the stub's signature check: the host still calls only declared tools,
     # with JSON values, and turns every failure into an error for the cell.
-    cell = _WORKER + (
+    cell = WORKER + (
         "out = []\nnested = []\nfor _ in range(400):\n    nested = [nested]\n"
         "for call, name, args, kwargs in ["
         "(1, 'lookup', [], {'__class__': 1, 'self': 2}),"
@@ -785,14 +633,15 @@ def test_hostile_tool_arguments_do_not_harm_the_host(shared: Session) -> None:
 
 
 def test_a_cell_that_floods_frames_or_stops_reading_still_ends(own: Session) -> None:
-    # Frames for other requests are dropped and do not extend the deadline; a cell that asks
-    # for big results and never reads them cannot block the host either.
-    flood = _WORKER + (
-        "while True:\n    os.write(w.fd_out, frame({'op': 'result', 'id': -1, 'stdout': 'x'}))"
+    # The first frame for another request ends the flood (the worker is replaced); a cell that
+    # asks for big results and never reads them cannot block the host either.
+    flood = WORKER + (
+        "while True:\n    os.write(w.fd_out, frame({'op': 'result', 'stdout': 'x'}, 7))"
     )
     result, before = attack(own, flood)
-    assert result.timed_out and result.interrupted and not result.namespace_lost
-    stall = _WORKER + (
+    assert result.namespace_lost and not result.timed_out
+    assert result.error is not None and "a frame for request 7 arrived" in result.error
+    stall = WORKER + (
         "for call in range(1, 30):\n"
         "    os.write(w.fd_out, frame({'op': 'tool_call', 'id': w.cell_id, 'call': call,"
         " 'name': 'big_blob', 'args': [200000], 'kwargs': {}}))\n"
@@ -1049,7 +898,7 @@ def test_the_worker_cannot_clear_its_death_signal_or_hide_from_the_host(hostile:
 
 
 _OUTLIVE_THE_HOST = (
-    _WORKER + "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    WORKER + "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
     "libc.prctl(1, 0, 0, 0, 0)  # PR_SET_PDEATHSIG 0: refused by seccomp\n"
     "control = w.reader.fd\nw.reader.fd = os.dup(control)  # the bridge keeps working\n"
     "r, keep = os.pipe()\nos.dup2(r, control)  # the hang-up watch now waits on our own pipe\n"

@@ -27,23 +27,6 @@ def test_every_layer_holds_and_self_tests_on_this_machine(shared: Session) -> No
     assert started.metadata["sandbox"]["layers"]["seccomp"]["state"] == "ok"
 
 
-def test_worker_holds_event_log_files_read_only(shared: Session) -> None:
-    # Inspected from the host through /proc: every descriptor on the log is O_RDONLY and the
-    # WAL index is mapped without write permission, so not even raw memory writes reach it.
-    pid = shared.kernel.pid
-    db = str(shared.log.path)
-    modes = {}
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        if target.startswith(db):
-            flags = Path(f"/proc/{pid}/fdinfo/{fd}").read_text().split("flags:")[1].split()[0]
-            modes[target] = int(flags, 8) & os.O_ACCMODE
-    assert set(modes) == {db, db + "-wal", db + "-shm"}
-    assert set(modes.values()) == {os.O_RDONLY}
-    maps = [line for line in Path(f"/proc/{pid}/maps").read_text().splitlines() if db in line]
-    assert maps and all(line.split()[1][1] == "-" for line in maps)
-
-
 @pytest.mark.parametrize("layer", LAYERS)
 def test_strict_refuses_cells_when_a_layer_is_missing(tmp_path: Path, layer: str) -> None:
     session = open_session(tmp_path, sandbox=SandboxPolicy(unavailable=frozenset({layer})))
@@ -190,7 +173,8 @@ def test_the_worker_refuses_cells_itself_when_a_strict_layer_does_not_hold(
         assert ready is not None and ready["layers"]["landlock"]["state"] == "unavailable"
         worker.send({"op": "cell", "id": 1, "code": "open('pwned', 'w').write('x')"}, deadline)
         reply = worker.reader.read(deadline)
-        assert reply is not None and "landlock" in reply["refused"]
+        assert reply is not None and "refused by the worker" in reply["error"]
+        assert "landlock" in reply["error"]
         assert not (tmp_path / "pwned").exists()
     finally:
         worker.kill()

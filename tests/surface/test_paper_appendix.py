@@ -27,6 +27,7 @@ import pytest
 from paper_blocks import BLOCKS
 
 from scrollctx.ingest import ingest_path
+from scrollctx.kernel import Kernel
 from scrollctx.log import EventLog, NewEvent
 from scrollctx.surface import MemorySurface, open_surface
 
@@ -123,12 +124,17 @@ def _events() -> Iterator[NewEvent]:
 
 
 @pytest.fixture(scope="module")
-def paper_ms(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MemorySurface]:
+def paper_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("paper") / "history.db"
     with EventLog.open(path) as log:
         seqs = log.append_many(_events())
     assert seqs[0] == 1 and seqs[-1] == TOTAL
-    with open_surface(path, task_id=TASK) as ms:
+    return path
+
+
+@pytest.fixture(scope="module")
+def paper_ms(paper_store: Path) -> Iterator[MemorySurface]:
+    with open_surface(paper_store, task_id=TASK) as ms:
         yield ms
 
 
@@ -250,3 +256,17 @@ def test_searches_on_beam_data_return_hits(beam_ms: MemorySurface) -> None:
     assert results["2"] == ""  # BEAM 100K/1 has 3 sessions, not 42
     hits = beam_ms.search("sprint 2024-11-05", scope="task", k=20)
     assert len(hits) == 20 and all(h["kind"] == "conversation" for h in hits)
+
+
+def test_every_block_runs_unchanged_through_the_kernel(
+    paper_store: Path, paper_run: dict[str, str], tmp_path: Path
+) -> None:
+    # The same blocks as cells: ms is the kernel's, answered by its memory reader.
+    with (
+        EventLog.open(paper_store),
+        Kernel(paper_store, task_id=TASK, scratch=tmp_path / "scratch", stdout_cap=10**6) as kernel,
+    ):
+        for name, block in BLOCKS:
+            result = kernel.run_cell(block)
+            assert result.ok, f"block {name}: {result.error}"
+            assert result.stdout == paper_run[name], f"block {name} printed something else"

@@ -116,7 +116,10 @@ class ToolStep:
 
 @dataclass(frozen=True, slots=True)
 class RunFinished:
-    """The run ended: with an answer, a chat reply, or an explicit failure record."""
+    """The run ended: with an answer, a chat reply, or an explicit failure record.
+
+    ``seq`` is the ``run_end`` event's, or 0 when the Event Log refused to record it.
+    """
 
     seq: int
     run_id: str

@@ -17,8 +17,10 @@ Invariants:
   (:mod:`scrollctx.agent._calls`).
 - A run always ends with exactly one :class:`RunFinished`: an answer (``submit_answer``), a chat
   reply, or an explicit failure (step limit, token budget, provider error after retries, a
-  context that cannot fit, a kernel that cannot start), recorded as a ``system`` event with
-  ``metadata.run_end`` and in the JSON trace. Never silently.
+  context that cannot fit, a kernel that cannot start, an Event Log that refuses writes),
+  recorded as a ``system`` event with ``metadata.run_end`` and in the JSON trace. Never
+  silently; when the Event Log refuses the ``run_end`` record too, ``RunFinished.seq`` is 0 and
+  the trace (written first) is the record.
 - A provider that rejects the input as too long (:class:`ContextTooLong`) gets one retry with a
   context the policy shrank; a second rejection ends the run as a failure.
 - Answers arrive as :class:`AnswerSubmitted`, a ``BaseException`` only the tool-answering step
@@ -419,17 +421,20 @@ class AgentLoop:
         )
         path = run.trace.write(self.trace_dir, document) if self.trace_dir else None
         summary = outcome.answer if outcome.failure is None else outcome.failure
-        seq = self._system(
-            run,
-            f"run {run.run_id} {outcome.status}: {(summary or '')[:500]}",
-            "run_end",
-            status=outcome.status,
-            answer=outcome.answer,
-            failure=outcome.failure,
-            failure_type=outcome.failure_type,
-            trace_path=str(path) if path else None,
-            metrics=run.metrics.to_dict(),
-        )
+        try:
+            seq = self._system(
+                run,
+                f"run {run.run_id} {outcome.status}: {(summary or '')[:500]}",
+                "run_end",
+                status=outcome.status,
+                answer=outcome.answer,
+                failure=outcome.failure,
+                failure_type=outcome.failure_type,
+                trace_path=str(path) if path else None,
+                metrics=run.metrics.to_dict(),
+            )
+        except StoreError:
+            seq = 0  # the Event Log refuses writes (locked, full): the trace, written first, has it
         return RunFinished(
             seq, run.run_id, self.context.session_id, outcome.status, outcome.answer,
             outcome.failure, path, run.metrics, outcome.failure_type,

@@ -10,7 +10,9 @@ the evaluation suite can compare toolsets:
   functions bridged in; ``recall_history_python`` observations are logged ``searchable=False``,
   so a later search never finds the echo of an earlier recall.
 - :func:`json_memory_toolset` ("Scroll without the REPL"): ``ms_search``, ``ms_expand``,
-  ``ms_sql_query`` as ordinary JSON tool calls run on the host, plus ``submit_answer``.
+  ``ms_sql_query`` as ordinary JSON tool calls, plus ``submit_answer``. They run in a memory
+  reader process (:class:`~scrollctx.kernel.MemoryReader`), never in the host: a query bomb
+  costs that process, and every failure, whatever the arguments, is a tool error.
 
 User tools: decorate a function with :func:`tool` (or ``agent.tool``). ``expose="kernel"``
 (default) bridges it into the kernel as a function cells call by name (programmatic tool
@@ -37,17 +39,20 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from scrollctx.agent._prompts import Capabilities, describe_function, tool_description
 from scrollctx.agent.backends import ToolSpec
-from scrollctx.errors import MissingDependency, QueryError, UsageError
+from scrollctx.errors import UsageError
 from scrollctx.kernel import (
     CellResult,
     Kernel,
+    MemoryReader,
     SandboxPolicy,
     describe_tool,
     render_digest,
     render_observation,
+    resolve_policy,
 )
 from scrollctx.log import EventStore
-from scrollctx.surface import MemorySurface, format_notes, open_surface
+from scrollctx.surface import Budgets, RemoteSurface, format_notes
+from scrollctx.surface._filters import Binding
 
 if TYPE_CHECKING:
     from scrollctx.agent._mcp import McpHub
@@ -266,7 +271,8 @@ class ToolContext:
         self.cell_digest = ""
         self.submitted: str | None = None
         self._kernel: Kernel | None = None
-        self._surface: MemorySurface | None = None
+        self._reader: MemoryReader | None = None
+        self._surface: RemoteSurface | None = None
 
     @property
     def kernel(self) -> Kernel:
@@ -292,16 +298,15 @@ class ToolContext:
         return self._kernel
 
     @property
-    def surface(self) -> MemorySurface:
-        """A host-side, read-only ``ms`` bound like the kernel's (for JSON memory tools)."""
+    def surface(self) -> RemoteSurface:
+        """An ``ms`` bound like the kernel's, answered by a memory reader (JSON memory tools)."""
         self.log.refresh()  # a shared store's replica gets every host's newest rows first
         if self._surface is None:
-            self._surface = open_surface(
-                self.log.path,
-                session_id=self.session_id,
-                task_id=self.task_id,
-                agent_id=self.agent_id,
+            binding = Binding(self.session_id, self.task_id, self.agent_id)
+            self._reader = MemoryReader(
+                self.log.path.resolve(), binding, policy=resolve_policy(self.sandbox)
             )
+            self._surface = RemoteSurface(self._reader.request, binding, Budgets())
         return self._surface
 
     @property
@@ -334,16 +339,16 @@ class ToolContext:
         return "answer recorded"
 
     def close(self) -> None:
-        """Stop the kernel and the MCP servers, and close the surface."""
+        """Stop the kernel, the MCP servers and the memory reader."""
         if self._kernel is not None:
             self._kernel.close()
             self._kernel = None
         if self.mcp is not None:
             self.mcp.close()
             self.mcp = None
-        if self._surface is not None:
-            self._surface.close()
-            self._surface = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = self._surface = None
 
 
 # -- built-in tools ------------------------------------------------------------------------
@@ -455,23 +460,25 @@ def _ms_search(args: Mapping[str, Any], context: ToolContext) -> Observation:
 
 
 def _ms_expand(args: Mapping[str, Any], context: ToolContext) -> Observation:
-    if args.get("lo") is not None and args.get("hi") is not None:
-        return _ms_call(context, lambda ms: ms.expand(int(args["lo"]), int(args["hi"])))
-    return _ms_call(context, lambda ms: ms.expand(list(args.get("seqs") or [])))
+    lo, hi, seqs = args.get("lo"), args.get("hi"), args.get("seqs")
+    if lo is not None or hi is not None:
+        # Any values at all: the surface checks them (ints only, of any size) and says why.
+        return _ms_call(context, lambda ms: ms.expand(lo, hi if hi is not None else lo))
+    return _ms_call(context, lambda ms: ms.expand(seqs if seqs is not None else []))
 
 
 def _ms_sql(args: Mapping[str, Any], context: ToolContext) -> Observation:
     return _ms_call(context, lambda ms: ms.sql_query(str(args.get("sql", ""))))
 
 
-def _ms_call(context: ToolContext, call: Callable[[MemorySurface], list[Any]]) -> Observation:
+def _ms_call(context: ToolContext, call: Callable[[RemoteSurface], Any]) -> Observation:
     surface = context.surface
     try:
         rows = call(surface)
-    except (QueryError, MissingDependency, TypeError, ValueError) as exc:
-        return Observation(f"error: {exc}", ok=False)
+    except Exception as exc:  # noqa: BLE001 - raised by the reader process or the arguments
+        return Observation(f"error: {type(exc).__name__}: {exc}", ok=False)
     notes = format_notes(surface.drain_notes())
-    text = json.dumps(rows, ensure_ascii=False, default=str, indent=1)
+    text = json.dumps(rows, ensure_ascii=False, default=repr, indent=1)
     return Observation(_cap(text + (f"\n{notes}" if notes else "")))
 
 

@@ -2,7 +2,9 @@
 
 :class:`Kernel` (host side) runs cells in a confined worker process whose namespace survives
 across cells; :func:`render_observation` turns a :class:`CellResult` into exactly what the model
-sees; :func:`doctor` reports which sandbox layers hold on this machine.
+sees; :func:`doctor` reports which sandbox layers hold on this machine. :class:`MemoryReader` is
+the process that alone opens the store and answers ``ms`` calls (the worker's and the JSON memory
+tools'), within :class:`ReaderLimits`.
 """
 
 from typing import TYPE_CHECKING
@@ -17,8 +19,10 @@ __all__ = [
     "LAYERS",
     "LayerStatus",
     "Limits",
+    "MemoryReader",
     "NAMESPACE_LOST",
     "PROFILES",
+    "ReaderLimits",
     "SandboxPolicy",
     "SandboxStatus",
     "ToolCallError",
@@ -27,6 +31,7 @@ __all__ = [
     "doctor",
     "render_digest",
     "render_observation",
+    "resolve_policy",
 ]
 
 if TYPE_CHECKING:
@@ -41,7 +46,9 @@ if TYPE_CHECKING:
         Limits,
         SandboxPolicy,
         SandboxStatus,
+        resolve_policy,
     )
+    from scrollctx.kernel._reader_host import MemoryReader, ReaderLimits
     from scrollctx.kernel._result import CellResult, render_observation
 else:
     __getattr__, __dir__ = lazy_exports(
@@ -54,8 +61,10 @@ else:
             "LAYERS": "scrollctx.kernel._policy",
             "LayerStatus": "scrollctx.kernel._policy",
             "Limits": "scrollctx.kernel._policy",
+            "MemoryReader": "scrollctx.kernel._reader_host",
             "NAMESPACE_LOST": "scrollctx.kernel._host",
             "PROFILES": "scrollctx.kernel._policy",
+            "ReaderLimits": "scrollctx.kernel._reader_host",
             "SandboxPolicy": "scrollctx.kernel._policy",
             "SandboxStatus": "scrollctx.kernel._policy",
             "ToolCallError": "scrollctx.kernel._bridge",
@@ -64,5 +73,6 @@ else:
             "doctor": "scrollctx.kernel._doctor",
             "render_digest": "scrollctx.kernel._digest",
             "render_observation": "scrollctx.kernel._result",
+            "resolve_policy": "scrollctx.kernel._policy",
         },
     )

@@ -8,6 +8,13 @@ on the host comes back as :class:`ToolCallError`. Arguments and results cross as
 JSON-able values pass. The worker can name only what the host declared: the host looks each
 call up by name in its own table and runs nothing else. A parameter default that is long or
 holds a host environment value is described as ``...``, so no secret crosses in a signature.
+
+Calls are attributed to the cell that makes them: only the running cell and the threads it
+started may call a tool (one call at a time); a thread an earlier cell left running gets a
+:class:`ToolCallError` instead, so a logged call never names a cell that did not make it. The
+host bounds calls per cell and per session (``Kernel(max_tool_calls=, session_tool_calls=,
+session_log_bytes=)``); a call the Event Log cannot record is not run, and a result it cannot
+record is withheld, each with a :class:`ToolCallError` that says so.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scrollctx.errors import ProtocolError, UsageError
+from scrollctx.errors import ProtocolError, StoreError, UsageError
 from scrollctx.kernel._frames import MAX_FRAME, encode_frame
 
 if TYPE_CHECKING:
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_TOOL_INPUT",
+    "BridgedCall",
     "RESERVED_NAMES",
     "ToolCallError",
     "ToolGroup",
@@ -238,10 +246,27 @@ def _checked(frame: Mapping[str, Any]) -> tuple[int, str, list[Any], dict[str, A
     return call, name[:200], args, kwargs
 
 
-def refuse_tool_call(frame: Mapping[str, Any], error: str) -> bytes:
+def refuse_tool_call(frame: Mapping[str, Any], request: int, error: str) -> bytes:
     """Answer a ``tool_call`` frame with ``error`` without running or logging anything."""
     call, _, _, _ = _checked(frame)
-    return encode_frame({"op": "tool_result", "call": call, "ok": False, "error": error})
+    return _failed(request, call, error)
+
+
+def _failed(request: int, call: int, error: str) -> bytes:
+    return encode_frame(request, {"op": "tool_result", "call": call, "ok": False, "error": error})
+
+
+@dataclass(frozen=True, slots=True)
+class BridgedCall:
+    """How the host answered one bridged call."""
+
+    reply: bytes
+    """The ``tool_result`` frame for the worker."""
+    tool_call_id: str
+    logged_bytes: int
+    """Bytes of arguments and result this call put in the Event Log (roughly)."""
+    store_error: str | None = None
+    """Why the Event Log refused to record the call or its result, if it did."""
 
 
 def answer_tool_call(
@@ -250,40 +275,58 @@ def answer_tool_call(
     journal: KernelJournal,
     cell: int,
     *,
+    request: int,
     size: int = 0,
     max_input: int = MAX_TOOL_INPUT,
-) -> tuple[bytes, str]:
-    """Run one ``tool_call`` frame on the host; return the reply frame and the tool_call_id.
+) -> BridgedCall:
+    """Run one ``tool_call`` frame (of ``size`` bytes, for ``request``) on the host.
 
     The frame is untrusted: a malformed one raises :class:`ProtocolError`; a name the host did
-    not declare is answered with an error (and logged); the call is logged before it runs. A
-    frame of ``size`` bytes over ``max_input`` is logged without its arguments and not run.
+    not declare is answered with an error (and logged); the call is logged before it runs, and
+    is not run when the Event Log refuses that record. A call over ``max_input`` bytes (the
+    frame's size, or the size the worker says it left out) is logged without its arguments and
+    not run. A result the Event Log refuses to record is withheld from the cell.
     """
     call, name, args, kwargs = _checked(frame)
+    omitted = frame.get("omitted")
+    if isinstance(omitted, int) and not isinstance(omitted, bool) and omitted > size:
+        size = omitted
     tool_call_id = f"kcall_{uuid.uuid4().hex[:16]}"
-    if size > max_input:
-        error = (
-            f"the arguments to {name}() take {size:,} bytes, over the {max_input:,}-byte limit "
-            "of one tool call; pass less (a key, an id, a slice)"
-        )
-        journal.tool_call(name, tool_call_id, {"omitted": error}, cell)
-        ok, value = False, None
-    else:
-        journal.tool_call(name, tool_call_id, {"args": args, "kwargs": kwargs}, cell)
+    error = (
+        f"the arguments to {name}() take {size:,} bytes, over the {max_input:,}-byte limit "
+        "of one tool call; pass less (a key, an id, a slice)"
+    )
+    tool_input = {"omitted": error} if size > max_input else {"args": args, "kwargs": kwargs}
+    try:
+        journal.tool_call(name, tool_call_id, tool_input, cell)
+    except StoreError as exc:
+        refused = f"{name}() was not run: the Event Log could not record the call ({exc})"
+        return BridgedCall(_failed(request, call, refused), tool_call_id, 0, str(exc))
+    ok, value = False, None
+    if size <= max_input:
         ok, value, error = _invoke(tools, name, args, kwargs)
     reply = b""
     if ok:
         try:
-            reply = encode_frame({"op": "tool_result", "call": call, "ok": True, "value": value})
+            reply = encode_frame(request, {"op": "tool_result", "call": call, "ok": True,
+                                           "value": value})  # fmt: skip
         except (TypeError, ValueError) as exc:
             ok, error = False, f"{name} returned a {type(value).__name__}, not JSON-able ({exc})"
         if ok and len(reply) > MAX_FRAME:
             ok, error = False, f"{name} returned {len(reply):,} bytes, over the frame limit"
     content = json.dumps(value, ensure_ascii=False, default=repr) if ok else error
-    journal.tool_result(name, tool_call_id, content, ok=ok, cell=cell)
+    logged = min(size, max_input) + len(content)
+    try:
+        journal.tool_result(name, tool_call_id, content, ok=ok, cell=cell)
+    except StoreError as exc:
+        withheld = (
+            f"{name}() ran, but the Event Log could not record its result ({exc}); the result "
+            "is withheld"
+        )
+        return BridgedCall(_failed(request, call, withheld), tool_call_id, logged, str(exc))
     if not ok:
-        reply = encode_frame({"op": "tool_result", "call": call, "ok": False, "error": error})
-    return reply, tool_call_id
+        reply = _failed(request, call, error)
+    return BridgedCall(reply, tool_call_id, logged)
 
 
 def _invoke(

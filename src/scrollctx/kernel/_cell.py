@@ -7,7 +7,9 @@ source lines (each cell is registered in :mod:`linecache` as ``<cell-N>``).
 
 SIGINT raises ``KeyboardInterrupt`` only while model code runs; the handler is re-installed
 before every cell (a cell may replace it) and ignores signals that arrive between cells, so a
-late interrupt never tears a reply frame.
+late interrupt never tears a reply frame. While the cell's own thread writes a frame (a tool or
+``ms`` call), an interrupt is held back and raised once the frame is out
+(:meth:`CellRunner.deferred_interrupts`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import os
 import signal
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import CodeType, FrameType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -104,11 +108,25 @@ class CellRunner:
         self.namespace = namespace
         self.count = 0
         self._interruptible = False
+        self._deferred: bool | None = None  # None: not deferring; True: an interrupt waits
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
-        if self._interruptible:
+        if self._deferred is not None:
+            self._deferred = self._deferred or self._interruptible
+        elif self._interruptible:
             raise KeyboardInterrupt
+
+    @contextmanager
+    def deferred_interrupts(self) -> Iterator[None]:
+        """Hold an interrupt back for the block (call it on the main thread only)."""
+        self._deferred = False
+        try:
+            yield
+        finally:
+            pending, self._deferred = self._deferred, None
+            if pending and self._interruptible:
+                raise KeyboardInterrupt
 
     def run(
         self, source: str, *, stdout_cap: int, stderr_cap: int, index: int | None = None

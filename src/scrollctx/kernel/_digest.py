@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "DigestEntry",
+    "FIELD_CHARS",
     "MAX_ENTRIES",
     "parse_digest",
     "render_digest",
@@ -25,8 +26,10 @@ __all__ = [
 MAX_ENTRIES = 60
 """At most this many variables are listed; the rest are counted."""
 
+FIELD_CHARS = 200
+"""Each field of an entry (name, type, summary) is cut to this many characters."""
+
 _INLINE = 60
-_FIELD = 200
 _SCALARS = (bool, int, float, complex, type(None))
 _SEQUENCES = (list, tuple, set, frozenset)
 
@@ -66,7 +69,7 @@ def parse_digest(raw: Any) -> tuple[tuple[DigestEntry, ...], int]:
             continue
         fields = [item.get(key) for key in ("name", "type", "summary")]
         if all(isinstance(value, str) for value in fields):
-            name, type_name, summary = (str(value)[:_FIELD] for value in fields)
+            name, type_name, summary = (str(value)[:FIELD_CHARS] for value in fields)
             entries.append(DigestEntry(name, type_name, summary))
         if len(entries) >= MAX_ENTRIES:
             break
@@ -94,7 +97,11 @@ def describe(name: str, value: Any) -> dict[str, str]:
         type_name, summary = _summary(value)
     except Exception as exc:  # noqa: BLE001 - user objects may raise anything from len/repr
         type_name, summary = type(value).__name__, f"(not described: {type(exc).__name__})"
-    return {"name": name[:_FIELD], "type": type_name[:_FIELD], "summary": summary[:_FIELD]}
+    return {
+        "name": name[:FIELD_CHARS],
+        "type": type_name[:FIELD_CHARS],
+        "summary": summary[:FIELD_CHARS],
+    }
 
 
 def _summary(value: Any) -> tuple[str, str]:

@@ -1,13 +1,21 @@
-"""Length-prefixed JSON frames over a pipe: a 4-byte big-endian length, then UTF-8 JSON.
+"""Framed JSON messages over a pipe: a 12-byte header, then the UTF-8 JSON body.
 
-Both sides use this module. The host treats every frame from the worker as untrusted: a length
-above ``max_size``, bytes that are not JSON, or JSON that is not an object raise
-:class:`~scrollctx.errors.ProtocolError`. A reader keeps its partial buffer across interruptions
-(a ``KeyboardInterrupt`` during a read never desynchronizes the stream).
+The header is the body's length (4 bytes) and the request id (8 bytes), big-endian; the body is
+one JSON object. Every process of a kernel (host, worker, memory reader) uses this module.
+
+A reader checks the header before it reads a byte of the body: a length above its
+``max_size``, or, when the caller names the request that is running (``expect``), a frame for
+any other request raises :class:`~scrollctx.errors.ProtocolError` at once. A forged or foreign
+frame therefore costs the host a header's worth of work however large it claims to be; only a
+frame the host is waiting for, within the size the protocol needs, is ever decoded. Bytes that
+are not JSON, JSON that is not an object, nesting too deep or an integer too long are protocol
+errors too. A reader keeps its partial buffer across interruptions (a ``KeyboardInterrupt``
+during a read never desynchronizes the stream).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import select
@@ -17,27 +25,41 @@ from typing import Any
 
 from scrollctx.errors import ProtocolError, WorkerCrashed
 
-__all__ = ["MAX_FRAME", "FrameReader", "encode_frame", "write_frame"]
+__all__ = [
+    "HEADER",
+    "MAX_FRAME",
+    "FrameReader",
+    "encode_frame",
+    "frame_bytes",
+    "pipe_arguments",
+    "write_frame",
+]
 
 MAX_FRAME = 16 * 1024 * 1024
-"""The largest frame either side accepts, in bytes."""
+"""The largest body the host sends (a cell, a tool's result, an ``ms`` result), in bytes."""
 
-_HEADER = struct.Struct(">I")
+HEADER = struct.Struct(">IQ")
+"""Body length, request id."""
+
 _CHUNK = 1 << 16
+_MAX_READ = 1 << 20
 
 
-def encode_frame(message: dict[str, Any]) -> bytes:
-    """Return the wire bytes of one message (lone surrogates, e.g. from undecodable file names
-    a cell printed, become ``?`` rather than failing the frame)."""
+def encode_frame(request: int, message: dict[str, Any]) -> bytes:
+    """Return the wire bytes of one message for ``request`` (lone surrogates, e.g. from
+    undecodable file names a cell printed, become ``?`` rather than failing the frame)."""
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    body = text.encode("utf-8", "replace")
-    return _HEADER.pack(len(body)) + body
+    return frame_bytes(request, text.encode("utf-8", "replace"))
 
 
-def write_frame(fd: int, message: dict[str, Any] | bytes) -> None:
+def frame_bytes(request: int, body: bytes) -> bytes:
+    """Return the wire bytes of an already encoded body (forwarding without re-encoding)."""
+    return HEADER.pack(len(body), request) + body
+
+
+def write_frame(fd: int, frame: bytes) -> None:
     """Write one whole frame to ``fd`` (blocking)."""
-    data = message if isinstance(message, bytes) else encode_frame(message)
-    view = memoryview(data)
+    view = memoryview(frame)
     while view:
         written = os.write(fd, view)
         view = view[written:]
@@ -49,27 +71,49 @@ class FrameReader:
     def __init__(self, fd: int, *, max_size: int = MAX_FRAME) -> None:
         self.fd = fd
         self.max_size = max_size
+        """The largest body accepted; the host sets it from what the protocol needs."""
         self._buffer = bytearray()
         self.last_size = 0
-        """The size in bytes of the frame :meth:`read` returned last."""
+        """The size in bytes of the body read last."""
+        self.last_id = 0
+        """The request id of the frame read last."""
+        self.last_body = b""
+        """The body read last, as it arrived (for forwarding it unchanged)."""
 
-    def read(self, deadline: float | None = None) -> dict[str, Any] | None:
-        """Return the next frame, or ``None`` if ``deadline`` (a ``time.monotonic`` value) passed.
+    def read(
+        self, deadline: float | None = None, *, expect: int | None = None
+    ) -> dict[str, Any] | None:
+        """Return the next frame's message, or ``None`` if ``deadline`` (monotonic) passed.
 
         Raises:
             WorkerCrashed: the other end closed the pipe.
-            ProtocolError: the bytes are not a valid frame.
+            ProtocolError: the bytes are not a valid frame, or (with ``expect``) the frame is
+                for another request.
         """
+        body = self.read_body(deadline, expect=expect)
+        return None if body is None else _decode(body)
+
+    def read_body(
+        self, deadline: float | None = None, *, expect: int | None = None
+    ) -> bytes | None:
+        """Like :meth:`read`, but return the body undecoded."""
         while True:
-            frame = self._take()
-            if frame is not None:
-                return frame
+            body = self._take(expect)
+            if body is not None:
+                return body
             if deadline is not None and not self._wait(deadline):
                 return None
-            chunk = os.read(self.fd, _CHUNK)
+            chunk = os.read(self.fd, self._wanted())
             if not chunk:
-                raise WorkerCrashed("the worker closed its control pipe (it exited or crashed)")
+                raise WorkerCrashed("the other end closed its control pipe (it exited or crashed)")
             self._buffer += chunk
+
+    def _wanted(self) -> int:
+        # Once a header is in, read the rest of its body in large pieces.
+        if len(self._buffer) < HEADER.size:
+            return _CHUNK
+        size: int = HEADER.unpack_from(self._buffer)[0]
+        return max(_CHUNK, min(_MAX_READ, HEADER.size + size - len(self._buffer)))
 
     def _wait(self, deadline: float) -> bool:
         remaining = deadline - time.monotonic()
@@ -78,22 +122,27 @@ class FrameReader:
         ready, _, _ = select.select([self.fd], [], [], remaining)
         return bool(ready)
 
-    def _take(self) -> dict[str, Any] | None:
-        if len(self._buffer) < _HEADER.size:
+    def _take(self, expect: int | None) -> bytes | None:
+        if len(self._buffer) < HEADER.size:
             return None
-        (size,) = _HEADER.unpack_from(self._buffer)
+        size, request = HEADER.unpack_from(self._buffer)
         if size > self.max_size:
             raise ProtocolError(
-                f"frame of {size} bytes exceeds the {self.max_size}-byte limit; "
+                f"frame of {size:,} bytes exceeds the {self.max_size:,}-byte limit; "
                 "the worker is restarted"
             )
-        end = _HEADER.size + size
+        if expect is not None and request != expect:
+            raise ProtocolError(
+                f"a frame for request {request} arrived while request {expect} was running; "
+                "the worker is restarted"
+            )
+        end = HEADER.size + size
         if len(self._buffer) < end:
             return None
-        body = bytes(self._buffer[_HEADER.size : end])
+        body = bytes(self._buffer[HEADER.size : end])
         del self._buffer[:end]
-        self.last_size = size
-        return _decode(body)
+        self.last_size, self.last_id, self.last_body = size, request, body
+        return body
 
 
 def _decode(body: bytes) -> dict[str, Any]:
@@ -111,3 +160,12 @@ def _decode(body: bytes) -> dict[str, Any]:
             f"frame is JSON {type(message).__name__}, not an object; the worker is restarted"
         )
     return message
+
+
+def pipe_arguments(prog: str, argv: list[str] | None) -> tuple[int, int]:
+    """Parse a kernel process's command line, ``--fd-in N --fd-out M``: its two pipe ends."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--fd-in", type=int, required=True)
+    parser.add_argument("--fd-out", type=int, required=True)
+    args = parser.parse_args(argv)
+    return args.fd_in, args.fd_out

@@ -3,11 +3,16 @@
 Guarantees (on Linux with every layer holding, i.e. the ``strict`` profile's condition):
 
 - model code runs only in the worker, never in the host; the worker cannot write outside its
-  scratch folder, write the Event Log, open network sockets, spawn processes, raise its limits,
-  trace or signal the host (see :mod:`scrollctx.kernel._policy` for each layer);
-- everything the worker sends is untrusted: frames are size-capped and shape-checked (nesting and
-  integer length included), a bad frame gets the worker killed and restarted, and replies for
-  other requests are dropped; nothing the worker sends raises out of :meth:`Kernel.run_cell`;
+  scratch folder, open network sockets, spawn processes, raise its limits, trace or signal the
+  host (see :mod:`scrollctx.kernel._policy` for each layer), and it holds no path to the store:
+  ``ms`` calls cross to a memory reader process (:mod:`._reader`) through the host, which bounds
+  each call's time and reply;
+- the host trusts nothing the worker sends after its boot report: a frame is checked by its
+  header before it is read (its size against what the protocol needs, its request id against
+  the running cell: anything else gets the worker killed and restarted, at O(1) cost), then
+  shape-checked (nesting and integer length included); every field of a result is capped before
+  it becomes an observation, and a refusal is the host's decision, never a field of a frame;
+  nothing the worker sends raises out of :meth:`Kernel.run_cell`;
 - the host caps the worker's threads (``pids`` cgroup, where writable) and kills a worker that
   writes past its scratch quota, leaves the disk under its floor or burns CPU between cells
   (:mod:`._quota`);
@@ -15,8 +20,10 @@ Guarantees (on Linux with every layer holding, i.e. the ``strict`` profile's con
   grace period, or a worker that dies, is killed and restarted, and the observation says the
   namespace was lost;
 - the worker reaches only the tools the host declared; each call is logged as a tool-call and a
-  tool-result event (full result; the Event Log externalizes large ones); per cell, calls and
-  their argument sizes are bounded, so forged calls cannot make the host write without end.
+  tool-result event (full result; the Event Log externalizes large ones); calls and their sizes
+  are bounded per cell and per session, so forged calls cannot make the host write without end;
+  an Event Log that refuses a write during a cell (locked, full) costs that call, is said in the
+  observation and logged once the log works again, and never raises out of ``run_cell``.
 
 When a required layer does not hold, cells are refused (never run unconfined) with a message that
 names the layer and the opt-out. An opt-out profile is logged as a ``system`` event and shown at
@@ -34,7 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from scrollctx.errors import CellTimeout, ProtocolError, UsageError, WorkerCrashed
+from scrollctx.errors import CellTimeout, ProtocolError, StoreError, UsageError, WorkerCrashed
 from scrollctx.kernel._bridge import (
     MAX_TOOL_INPUT,
     ToolSpec,
@@ -43,12 +50,17 @@ from scrollctx.kernel._bridge import (
     refuse_tool_call,
 )
 from scrollctx.kernel._digest import parse_digest
+from scrollctx.kernel._frames import MAX_FRAME, encode_frame, frame_bytes
 from scrollctx.kernel._journal import KernelJournal
 from scrollctx.kernel._namespace import namespace_request
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers, resolve_policy
 from scrollctx.kernel._process import WorkerProcess, default_python
-from scrollctx.kernel._result import CellResult
+from scrollctx.kernel._reader_host import MemoryReader, ReaderLimits
+from scrollctx.kernel._result import CellResult, cap_error, cap_notes, result_frame_limit
 from scrollctx.log import EventStore
+from scrollctx.surface import Budgets
+from scrollctx.surface._filters import Binding
+from scrollctx.surface._remote import error_reply
 
 __all__ = [
     "Kernel",
@@ -59,7 +71,8 @@ NAMESPACE_LOST = (
     "the worker was restarted, so the namespace was lost: every variable, import and function "
     "from earlier cells is gone; re-create what you need"
 )
-_MAX_TEXT = 1_000_000
+_FRAME_OVERHEAD = 4096
+_MAX_COUNT = 2**63
 
 
 class _Killed(Exception):
@@ -87,8 +100,16 @@ class Kernel:
             the worker is killed.
         max_tool_calls: bridged calls one cell may make (later ones are answered with an error,
             neither run nor logged); ``max_tool_input``: bytes of arguments one call may carry
-            (a larger call is logged without them and not run). Both keep a hostile cell from
-            filling the host's disk through the log.
+            (a larger call is logged without them and not run; an ``ms`` call larger than this
+            is refused in the worker). Both keep a hostile cell from filling the host's disk
+            through the log.
+        session_tool_calls, session_log_bytes: the same bound over the kernel's whole session
+            (every cell, across restarts): bridged calls, and bytes of arguments and results
+            they logged. Past either, calls are answered with an error, neither run nor
+            logged, and the observation says so. The defaults are far above any real agent's
+            session (50,000 calls; 1 GiB).
+        budgets: the per-call time, row and byte budgets of ``ms``; ``reader_limits``: the
+            memory reader's own limits (:class:`ReaderLimits`: memory, one value, one reply).
     """
 
     def __init__(
@@ -110,16 +131,20 @@ class Kernel:
         python: str | None = None,
         max_tool_calls: int = 500,
         max_tool_input: int = MAX_TOOL_INPUT,
+        session_tool_calls: int = 50_000,
+        session_log_bytes: int = 1024**3,
+        budgets: Budgets | None = None,
+        reader_limits: ReaderLimits | None = None,
     ) -> None:
         if not (timeout > 0 and grace > 0 and boot_timeout > 0):
             raise UsageError(f"timeouts must be positive (timeout={timeout}, grace={grace})")
         if stdout_cap < 1 or stderr_cap < 1:
             raise UsageError(f"output caps must be positive ({stdout_cap}, {stderr_cap})")
-        if max_tool_calls < 0 or max_tool_input < 1:
-            raise UsageError(
-                f"tool-call limits must be positive ({max_tool_calls}, {max_tool_input})"
-            )
+        calls, sizes = (max_tool_calls, session_tool_calls), (max_tool_input, session_log_bytes)
+        if min(calls) < 0 or min(sizes) < 1:
+            raise UsageError(f"tool-call limits must be positive ({calls}, {sizes})")
         self.max_tool_calls, self.max_tool_input = max_tool_calls, max_tool_input
+        self.session_tool_calls, self.session_log_bytes = session_tool_calls, session_log_bytes
         if not session_id:
             raise UsageError("a kernel needs a non-empty session_id")
         self.policy = resolve_policy(sandbox)
@@ -135,13 +160,28 @@ class Kernel:
         self.timeout, self.grace, self.boot_timeout = timeout, grace, boot_timeout
         self.stdout_cap, self.stderr_cap = stdout_cap, stderr_cap
         self.python = python or default_python()
+        self.budgets = budgets or Budgets()
+        self.reader = (
+            MemoryReader(self.db_path, Binding(session_id, task_id, agent_id), policy=self.policy,
+                         budgets=self.budgets, limits=reader_limits, python=self.python)
+            if self.db_path is not None
+            else None
+        )  # fmt: skip
+        """The memory reader that answers this kernel's ``ms`` (None: no Event Log bound)."""
+        self.frame_limit = max(
+            result_frame_limit(stdout_cap, stderr_cap), max_tool_input + _FRAME_OVERHEAD
+        )
+        """The largest frame the host accepts from the worker, in bytes."""
         self.status: SandboxStatus | None = None
-        self.ms_state = ""
         self._worker: WorkerProcess | None = None
         self._ids = itertools.count(1)
         self._cells = 0
         self._notice: str | None = None
         self._calls: list[str] = []
+        self._host_notes: list[str] = []
+        self._store_errors: list[str] = []
+        self._session_calls = 0
+        self._session_bytes = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -169,11 +209,20 @@ class Kernel:
         self._notice = NAMESPACE_LOST
         return self._boot("restarted on request")
 
+    @property
+    def ms_state(self) -> str:
+        """``bound`` when ``ms`` reads the store; otherwise why it does not."""
+        if self.reader is None:
+            return "no Event Log bound (the kernel was started without one)"
+        return self.reader.state
+
     def close(self) -> None:
-        """Stop the worker and remove a scratch folder the kernel created itself."""
+        """Stop the worker and the memory reader; remove a scratch folder the kernel made."""
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
+        if self.reader is not None:
+            self.reader.close()
         if self._own_scratch:
             shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -190,20 +239,16 @@ class Kernel:
     def _boot(self, reason: str) -> SandboxStatus:
         self._refresh()  # the file ms opens must exist (a new host's replica) and be current
         self.scratch.mkdir(parents=True, exist_ok=True)
-        if self.db_path is not None:
-            # The worker may read only the log's files and this folder, which must exist now
-            # for its Landlock rule (the log creates it lazily, on the first large payload).
-            try:
-                (self.db_path.parent / "payloads").mkdir(exist_ok=True)
-            except OSError:
-                pass  # a read-only store: the log cannot write payloads there either
         applies_limits = "rlimits" in self.policy.applied
         worker = WorkerProcess(
             self.python,
             self.scratch,
             self.policy.limits if applies_limits else None,
-            namespaces=namespace_request(self.policy, self.db_path),
+            namespaces=namespace_request(self.policy, None),  # no store in its file system
         )
+        worker.reader.max_size = self.frame_limit
+        if self.reader is not None:
+            self.reader.start()  # boots beside the worker
         try:
             ready = self._handshake(worker)
             layers = worker.accept_ready(ready.get("layers"))
@@ -215,33 +260,45 @@ class Kernel:
             parse_layers(layers),
             self.policy.required,
         )
-        ms_state = ready.get("ms")
-        self.ms_state = ms_state[:500] if isinstance(ms_state, str) else "unknown"
         self.status = status
         self._worker = worker
         worker.set_busy(False)
         if not status.holds:
             self._discard()  # fail closed: no unconfined worker is left running
-        self.journal.sandbox(status, reason)
+        elif self.reader is not None:
+            self.reader.wait_ready()
+        reader_status = self.reader.status if self.reader is not None else None
+        self._journaled(self.journal.sandbox, status, reason, reader_status)
         return status
+
+    def _journaled(self, write: Callable[..., Any], *args: Any) -> None:
+        # A kernel event the Event Log refuses (locked, full) is noted, never raised: the
+        # observation says so and the next cell tries to log it.
+        try:
+            write(*args)
+        except StoreError as exc:
+            self._store_errors.append(f"{getattr(write, '__name__', 'write')}: {exc}")
 
     def _handshake(self, worker: WorkerProcess) -> dict[str, Any]:
         deadline = time.monotonic() + self.boot_timeout
+        ms = None
+        if self.reader is not None:
+            budgets = self.budgets
+            ms = {"session_id": self.session_id, "task_id": self.task_id,
+                  "agent_id": self.agent_id, "budgets": {"seconds": budgets.seconds,
+                  "rows": budgets.rows, "bytes": budgets.bytes}}  # fmt: skip
         boot = {
             "op": "boot",
-            "id": 0,
             "scratch": str(self.scratch),
-            "db_path": str(self.db_path) if self.db_path else None,
-            "session_id": self.session_id,
-            "task_id": self.task_id,
-            "agent_id": self.agent_id,
+            "ms": ms,
             "policy": {**self.policy.to_wire(), "namespaces": worker.namespace_facts},
             "tools": [spec.to_wire() for spec in self.tools.values()],
             "tasks": _host_limits(worker),
+            "max_tool_input": self.max_tool_input,
         }
         try:
-            worker.send(boot, deadline)
-            ready = worker.reader.read(deadline)
+            worker.send(encode_frame(0, boot), deadline)
+            ready = worker.reader.read(deadline, expect=0)
         except (WorkerCrashed, CellTimeout, ProtocolError) as exc:
             raise WorkerCrashed(
                 f"the kernel worker failed to start ({worker.exit_text()}): {exc}; "
@@ -268,6 +325,11 @@ class Kernel:
         limit = self.timeout if timeout is None else timeout
         if not limit > 0:
             raise UsageError(f"timeout must be positive, got {timeout}")
+        if len(source) > MAX_FRAME // 4:
+            raise UsageError(
+                f"a cell of {len(source):,} characters is too large (at most {MAX_FRAME // 4:,}); "
+                "put big data in a file in scratch, or pass it through a tool"
+            )
         self._refresh()
         self.start()
         self._cells += 1
@@ -291,11 +353,11 @@ class Kernel:
         if worker is None:
             raise WorkerCrashed("no kernel worker is running; call start() or restart()")
         cell_id = next(self._ids)
-        self._calls = []
+        self._calls, self._host_notes = [], []
+        self._log_store_errors()
         started = time.monotonic()
         request = {
             "op": "cell",
-            "id": cell_id,
             "code": source,
             "index": self._cells,
             "stdout_cap": self.stdout_cap,
@@ -304,10 +366,12 @@ class Kernel:
         try:
             worker.begin_cell()
             worker.set_busy(True)
-            worker.send(request, started + limit)
+            worker.send(encode_frame(cell_id, request), started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
             worker.set_busy(False)
-            return worker.end_cell(self._result(reply, started, limit, interrupted, notice))
+            result = worker.end_cell(self._result(reply, started, limit, interrupted, notice))
+            self._log_store_errors()
+            return result
         except (_Killed, CellTimeout):
             killed = _killed_text(limit, self.grace)
             return self._lost(killed, started, "after a timeout kill", timed_out=True)
@@ -323,7 +387,7 @@ class Kernel:
     ) -> tuple[dict[str, Any], bool]:
         interrupted = False
         while True:
-            frame = worker.reader.read(deadline)
+            frame = worker.reader.read(deadline, expect=cell_id)
             if frame is None or time.monotonic() > deadline:
                 if interrupted:
                     raise _Killed
@@ -331,12 +395,16 @@ class Kernel:
                 interrupted = True
                 deadline = time.monotonic() + self.grace
                 continue
-            if frame.get("id") != cell_id:
-                continue  # a stale or forged frame for another request: dropped
-            if frame.get("op") == "tool_call":
-                self._dispatch(worker, frame, max(deadline, time.monotonic() + self.grace))
-            elif frame.get("op") == "result":
+            op = frame.get("op")
+            if op == "result":
                 return frame, interrupted
+            answer_by = max(deadline, time.monotonic() + self.grace)
+            if op == "tool_call":
+                self._dispatch(worker, frame, cell_id, answer_by)
+            elif op == "ms":
+                self._memory(worker, frame, cell_id, deadline, answer_by)
+            else:
+                raise ProtocolError(f"unexpected frame op {str(op)[:40]!r} during a cell")
 
     def _lost(
         self, error: str, started: float, reason: str, *, timed_out: bool = False
@@ -346,6 +414,7 @@ class Kernel:
         return CellResult(
             error=f"{error}; a fresh worker was started.",
             duration=time.monotonic() - started,
+            notes=self._notes(),
             namespace_lost=True,
             kernel_notice=NAMESPACE_LOST,
             timed_out=timed_out,
@@ -362,26 +431,27 @@ class Kernel:
         interrupted: bool,
         notice: str | None,
     ) -> CellResult:
-        if "refused" in reply:
-            return self._refusal(notice, str(reply["refused"])[:500])
         stdout, stdout_hidden = _capped(reply, "stdout", self.stdout_cap)
         stderr, stderr_hidden = _capped(reply, "stderr", self.stderr_cap)
         error = reply.get("error")
         if error is not None and not isinstance(error, str):
             raise ProtocolError("result frame has a non-text error")
+        error = cap_error(error)
         if interrupted and reply.get("interrupted") is True:
             error = (f"the cell ran past its {limit:g} s timeout and was interrupted; "
                      f"the namespace is kept.\n{error or ''}")  # fmt: skip
-        notes = reply.get("notes")
+        notes = reply.get("notes", [])
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise ProtocolError("result frame has malformed notes")
         digest, more = parse_digest(reply.get("digest"))
         return CellResult(
             stdout=stdout,
             stderr=stderr,
-            error=error[:_MAX_TEXT] if error else None,
+            error=error or None,
             duration=time.monotonic() - started,
             digest=digest,
             digest_more=more,
-            notes=tuple(str(n)[:2000] for n in notes[:50]) if isinstance(notes, list) else (),
+            notes=self._notes(notes),
             namespace_lost=notice is not None,
             kernel_notice=notice,
             stdout_hidden=stdout_hidden,
@@ -393,7 +463,8 @@ class Kernel:
             tool_calls=tuple(self._calls),
         )
 
-    def _refusal(self, notice: str | None, detail: str | None = None) -> CellResult:
+    def _refusal(self, notice: str | None) -> CellResult:
+        # Decided here, from the status the worker reported before any model code ran.
         status = self.status
         missing = (
             ", ".join(f"{s.name} ({s.state}: {s.detail})" for s in status.missing) if status else ""
@@ -401,7 +472,7 @@ class Kernel:
         return CellResult(
             error=(
                 f"cell refused: the sandbox profile {self.policy.profile!r} requires layers that "
-                f"do not hold here: {detail or missing}. Nothing ran. To run without them, opt "
+                f"do not hold here: {missing}. Nothing ran. To run without them, opt "
                 "out explicitly: Kernel(sandbox='best-effort') or 'off' (scroll exec --sandbox "
                 "best-effort|off); the opt-out is logged and shown in every observation. "
                 "Run 'scroll kernel doctor' to see which layers this machine offers."
@@ -413,26 +484,85 @@ class Kernel:
             cell_index=self._cells,
         )
 
-    # -- tool bridge -------------------------------------------------------------------------
+    def _notes(self, worker_notes: list[str] | None = None) -> tuple[str, ...]:
+        # The host's own notes (trusted, few) first, then the worker's, capped.
+        return (*dict.fromkeys(self._host_notes), *cap_notes(worker_notes or []))
 
-    def _dispatch(self, worker: WorkerProcess, frame: dict[str, Any], deadline: float) -> None:
-        if len(self._calls) >= self.max_tool_calls:
-            error = (
-                f"this cell already made {self.max_tool_calls} tool calls, the limit of one cell; "
-                "the call was not run. Batch the work, or continue in the next cell"
-            )
-            worker.send(refuse_tool_call(frame, error), deadline)
+    # -- tool bridge and ms ------------------------------------------------------------------
+
+    def _dispatch(
+        self, worker: WorkerProcess, frame: dict[str, Any], cell_id: int, deadline: float
+    ) -> None:
+        refusal = self._over_budget()
+        if refusal is not None:
+            worker.send(refuse_tool_call(frame, cell_id, refusal), deadline)
             return
-        reply, tool_call_id = answer_tool_call(
+        answered = answer_tool_call(
             frame,
             self.tools,
             self.journal,
             self._cells,
+            request=cell_id,
             size=worker.reader.last_size,
             max_input=self.max_tool_input,
         )
-        self._calls.append(tool_call_id)
-        worker.send(reply, deadline)
+        self._calls.append(answered.tool_call_id)
+        self._session_calls += 1
+        self._session_bytes += answered.logged_bytes
+        if answered.store_error is not None:
+            self._store_errors.append(f"tool call {answered.tool_call_id}: {answered.store_error}")
+            self._host_notes.append(
+                f"the Event Log refused a write during this cell ({answered.store_error}); the "
+                "call it concerned failed with ToolCallError. Nothing already written is lost"
+            )
+        worker.send(answered.reply, deadline)
+
+    def _over_budget(self) -> str | None:
+        if len(self._calls) >= self.max_tool_calls:
+            return (
+                f"this cell already made {self.max_tool_calls} tool calls, the limit of one "
+                "cell; the call was not run. Batch the work, or continue in the next cell"
+            )
+        if self._session_calls >= self.session_tool_calls:
+            spent = f"{self._session_calls:,} tool calls, the limit of one kernel session"
+        elif self._session_bytes >= self.session_log_bytes:
+            spent = (
+                f"tool calls that logged {self._session_bytes:,} bytes, over the "
+                f"{self.session_log_bytes:,}-byte limit of one kernel session"
+            )
+        else:
+            return None
+        refusal = (
+            f"this session already made {spent}; the call was neither run nor logged. Finish "
+            "with what you have, or start a new session"
+        )
+        self._host_notes.append(refusal)
+        return refusal
+
+    def _memory(
+        self,
+        worker: WorkerProcess,
+        frame: dict[str, Any],
+        cell_id: int,
+        cell_deadline: float,
+        answer_by: float,
+    ) -> None:
+        call, what = frame.get("call"), f"ms.{str(frame.get('method'))[:40]}"
+        if self.reader is None:  # a forged call: the worker's ms is unbound and never sends
+            body = error_reply(call, RuntimeError("ms is not available in this kernel"))
+        else:
+            body = self.reader.forward(worker.reader.last_body, call, what, until=cell_deadline)
+        worker.send(frame_bytes(cell_id, body), max(answer_by, time.monotonic() + self.grace))
+
+    def _log_store_errors(self) -> None:
+        # Writes the Event Log refused earlier, recorded now if it works again (else kept).
+        if not self._store_errors:
+            return
+        failures, self._store_errors = self._store_errors, []
+        try:
+            self.journal.store_errors(failures, self._cells)
+        except StoreError:
+            self._store_errors = failures
 
 
 def _check_scratch(scratch: Path, db_path: Path | None) -> None:
@@ -457,10 +587,14 @@ def _host_limits(worker: WorkerProcess) -> str:
 
 def _capped(reply: dict[str, Any], key: str, cap: int) -> tuple[str, int]:
     text, hidden = reply.get(key, ""), reply.get(f"{key}_hidden", 0)
-    if not isinstance(text, str) or not isinstance(hidden, int) or hidden < 0:
-        raise ProtocolError(f"result frame has a malformed {key}")
+    if not isinstance(text, str) or not _is_count(hidden):
+        raise ProtocolError(f"result frame has a malformed {key} or {key}_hidden")
     extra = max(0, len(text) - cap)
     return text[:cap], hidden + extra
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_COUNT
 
 
 def _killed_text(limit: float, grace: float) -> str:

@@ -3,9 +3,12 @@
 Every worker start or restart is one ``system`` event (kept out of full-text search) carrying each
 layer's status in ``metadata.sandbox``. An opt-out profile adds one searchable ``system`` event per
 kernel (``metadata.opt_out``); a strict kernel that refuses cells adds one (``metadata.refused``).
-A bridged tool call is a ``tool_call`` event written *before* the tool runs, then a
-``tool_result`` event with the whole result as JSON (the log externalizes large ones). With no
-Event Log attached, nothing is written.
+The memory reader's layers ride along in ``metadata.memory_reader``. A bridged tool call is a
+``tool_call`` event written *before* the tool runs, then a ``tool_result`` event with the whole
+result as JSON (the log externalizes large ones). Writes the log refused during a cell (locked,
+full) are recorded later as one ``system`` event (``metadata.store_errors``). With no Event Log
+attached, nothing is written. Every method raises :class:`~scrollctx.errors.StoreError` when the
+log refuses the write; the kernel decides what that costs.
 """
 
 from __future__ import annotations
@@ -72,9 +75,24 @@ class KernelJournal:
             metadata={"via": "kernel", "cell": cell},
         )
 
-    def sandbox(self, status: SandboxStatus, reason: str) -> None:
-        """Record a worker start: its layers, an opt-out (once), a refusal."""
-        meta = {"kernel": reason, "sandbox": status.to_dict()}
+    def store_errors(self, failures: list[str], cell: int) -> None:
+        """Record writes the Event Log refused earlier (now that it takes writes again)."""
+        self._append(
+            Kind.SYSTEM,
+            f"the Event Log refused {len(failures)} kernel write(s) up to cell {cell}: "
+            + "; ".join(failures)[:2000],
+            name="kernel",
+            metadata={"store_errors": failures[:50], "cell": cell},
+        )
+
+    def sandbox(
+        self, status: SandboxStatus, reason: str, reader: SandboxStatus | None = None
+    ) -> None:
+        """Record a worker start: its layers (and the memory reader's), an opt-out (once), a
+        refusal."""
+        meta: dict[str, Any] = {"kernel": reason, "sandbox": status.to_dict()}
+        if reader is not None:
+            meta["memory_reader"] = reader.to_dict()
         self._append(
             Kind.SYSTEM,
             f"kernel worker {reason} (sandbox {status.profile}: {status.summary()})",

@@ -11,8 +11,9 @@ Six layers confine the worker; each is applied before any model code runs and se
 - ``netns``: a private network namespace (only a downed ``lo``);
 - ``caps``: every Linux capability dropped (a root worker cannot override permissions, change
   owners, set immutable flags, do raw I/O or administer anything);
-- ``landlock``: the file system is read-only except the scratch folder; the Event Log folder is
-  read-only; TCP bind/connect and signals/abstract sockets towards other domains are denied;
+- ``landlock``: the file system is read-only except the scratch folder, and the store is not
+  readable at all (``ms`` is answered by the memory reader); TCP bind/connect and
+  signals/abstract sockets towards other domains are denied;
 - ``seccomp``: no fork/exec, no new sockets, no setrlimit/prlimit, no ptrace, no signals to other
   processes, no chmod/chown/xattr changes, no mount/namespace/bpf/io_uring/module syscalls.
 

@@ -1,6 +1,7 @@
 """One worker process as the host sees it: spawn, send, receive, interrupt, kill.
 
-The worker is started as ``[python, "-I", "-m", "scrollctx.kernel._worker", ...]`` with a
+The worker is started as ``[python, "-I", "-m", "scrollctx.kernel._worker", ...]`` (the memory
+reader the same way, as ``scrollctx.kernel._reader``) with a
 scrubbed environment (no API keys, ``HOME`` and ``TMPDIR`` in scratch), ``cwd`` = scratch, its own
 session, stdin from ``/dev/null``, and the control pipes passed by ``pass_fds``. Its stdout and
 stderr (C code, faulthandler) go to one pipe drained by a thread that keeps only the last few KiB,
@@ -165,6 +166,7 @@ class WorkerProcess:
         limits: Limits | None = None,
         *,
         namespaces: NamespaceRequest | None = None,
+        module: str = "scrollctx.kernel._worker",
     ) -> None:
         self.namespace_problem = launch_problem(python) if namespaces is not None else None
         self.namespaced = namespaces is not None and self.namespace_problem is None
@@ -172,7 +174,7 @@ class WorkerProcess:
         self._from_worker, from_write = os.pipe()
         out_read, out_write = os.pipe()
         info_read, info_write = os.pipe() if self.namespaced else (-1, -1)
-        argv = [python, "-I", "-m", "scrollctx.kernel._worker",
+        argv = [python, "-I", "-m", module,
                 "--fd-in", str(to_read), "--fd-out", str(from_write)]  # fmt: skip
         if namespaces is not None and self.namespaced:
             reads = worker_reads(python, namespaces.store_files)
@@ -340,7 +342,7 @@ class WorkerProcess:
 
     def send(self, message: dict[str, Any] | bytes, deadline: float) -> None:
         """Write one frame; raise :class:`CellTimeout` if the worker does not take it in time."""
-        data = message if isinstance(message, bytes) else encode_frame(message)
+        data = message if isinstance(message, bytes) else encode_frame(0, message)
         view = memoryview(data)
         while view:
             try:

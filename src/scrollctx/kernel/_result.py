@@ -13,16 +13,41 @@
     [note] ...                              (notes from ms calls and the kernel)
 
 or ``(no output)`` when the cell printed nothing, raised nothing and left no notes.
+
+Bounds (the host applies them to whatever the worker sends, the worker to what it sends): stdout
+and stderr their caps, the error :data:`ERROR_CHARS` (head and tail kept), the notes
+:data:`NOTES_CHARS` in all (:func:`cap_notes`). An observation is therefore never longer than
+the two output caps plus these allowances and a few fixed lines.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from scrollctx.kernel._digest import DigestEntry
+from scrollctx.kernel._digest import FIELD_CHARS, MAX_ENTRIES, DigestEntry
 from scrollctx.kernel._policy import SandboxStatus
 
-__all__ = ["CellResult", "render_observation"]
+__all__ = [
+    "ERROR_CHARS",
+    "NOTES_CHARS",
+    "CellResult",
+    "cap_error",
+    "cap_notes",
+    "render_observation",
+    "result_frame_limit",
+]
+
+ERROR_CHARS = 4_000
+"""The longest error (traceback) an observation shows: its head and its end are kept."""
+
+NOTE_CHARS = 600
+"""The longest single note."""
+
+NOTES_CHARS = 4_000
+"""The most characters all notes of one cell may take (at most :data:`MAX_NOTES` of them)."""
+
+MAX_NOTES = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +106,41 @@ def render_observation(result: CellResult) -> str:
     if not body:
         parts.append("(no output)")
     return "\n".join(parts)
+
+
+def cap_error(text: str | None) -> str | None:
+    """Cut a long error to :data:`ERROR_CHARS`: the head says where, the end says what."""
+    if text is None or len(text) <= ERROR_CHARS:
+        return text
+    head, tail = ERROR_CHARS // 4, ERROR_CHARS * 3 // 4 - 40
+    return f"{text[:head]}\n[… {len(text) - head - tail:,} characters cut …]\n{text[-tail:]}"
+
+
+def cap_notes(notes: Iterable[str]) -> tuple[str, ...]:
+    """Drop repeated notes, cut each to :data:`NOTE_CHARS`, keep :data:`NOTES_CHARS` in all."""
+    kept: list[str] = []
+    used, dropped = 0, 0
+    for note in dict.fromkeys(notes):
+        text = note if len(note) <= NOTE_CHARS else note[: NOTE_CHARS - 1] + "…"
+        if len(kept) == MAX_NOTES or used + len(text) > NOTES_CHARS:
+            dropped += 1
+            continue
+        kept.append(text)
+        used += len(text)
+    if dropped:
+        kept.append(f"{dropped} more notes not shown")
+    return tuple(kept)
+
+
+def result_frame_limit(stdout_cap: int, stderr_cap: int) -> int:
+    """The largest result frame an honest worker sends, in bytes.
+
+    Every character of a text field may take 6 bytes of JSON (a control character becomes
+    ``\\u001b``); the digest holds at most :data:`MAX_ENTRIES` entries of three fields; a fixed
+    allowance covers keys, counts and punctuation.
+    """
+    chars = stdout_cap + stderr_cap + ERROR_CHARS + NOTES_CHARS + MAX_ENTRIES * 3 * FIELD_CHARS
+    return 6 * chars + 64 * (MAX_NOTES + MAX_ENTRIES) + 4096
 
 
 def _cut_note(stream: str, hidden: int) -> str:

@@ -2,20 +2,24 @@
 
 Started by the host as ``python -I -m scrollctx.kernel._worker --fd-in N --fd-out M``. Boot order:
 
-1. read the boot frame (scratch folder, Event Log path, ids, policy, tool descriptions);
+1. read the boot frame (scratch folder, ids, policy, tool descriptions, how ``ms`` is bound);
 2. import everything the session needs while the file system is still open;
 3. apply the sandbox layers and self-test them (:mod:`scrollctx.kernel._sandbox`);
-4. open ``ms`` read-only (after Landlock, so SQLite's ``-shm`` mapping is read-only too);
+4. bind ``ms``: a :class:`~scrollctx.surface.RemoteSurface` whose calls cross to the host, which
+   hands them to its memory reader (:mod:`scrollctx.kernel._reader`). The worker holds no path
+   to the store, and its sandbox grants none;
 5. send ``ready`` with each layer's status, start a thread that exits the worker once the host's
    end of the control pipe is gone, then serve ``cell`` frames until ``shutdown``.
 
+Every frame the worker sends carries the running cell's request id; bridged tool calls and ``ms``
+calls go one at a time (a lock), only while a cell runs, and the cell's result is written only
+after every call in flight has its answer, so the host never meets a frame of another request.
 If the policy is strict and a layer does not hold, the worker refuses every cell itself as well
 (the host refuses first; this is the second lock).
 """
 
 from __future__ import annotations
 
-import argparse
 import builtins
 import faulthandler
 import os
@@ -23,23 +27,24 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import weakref
 from typing import Any
 
-from scrollctx.errors import WorkerCrashed
+from scrollctx.errors import QueryError, WorkerCrashed
 from scrollctx.kernel._bridge import ToolCallError, bind_stubs
 from scrollctx.kernel._cell import CellRunner
 from scrollctx.kernel._digest import summarize_namespace
-from scrollctx.kernel._frames import MAX_FRAME, FrameReader, encode_frame, write_frame
+from scrollctx.kernel._frames import FrameReader, encode_frame, pipe_arguments, write_frame
+from scrollctx.kernel._result import cap_error, cap_notes
 from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox, die_with_host
 
 __all__ = ["main"]
 
-_ERROR_CHARS = 20_000
+_FROM_HOST = 1 << 30  # the host is trusted; its frames are bounded where it builds them
 
 
 class _NoSurface:
-    """Stands in for ``ms`` when no Event Log could be bound; every use says why."""
+    """Stands in for ``ms`` when no Event Log is bound; every use says why."""
 
     def __init__(self, reason: str) -> None:
         self._reason = reason
@@ -55,22 +60,24 @@ class Worker:
     """One worker: its control pipe, namespace and bridge state."""
 
     def __init__(self, fd_in: int, fd_out: int) -> None:
-        self.reader = FrameReader(fd_in)
+        self.reader = FrameReader(fd_in, max_size=_FROM_HOST)
         self.fd_out = fd_out
         self.cell_id: int | None = None
         self.calls = 0
+        self.max_input = 256 * 1024
         self.surface: Any = None
         self.refusal: str | None = None
         self.prebound: dict[str, Any] = {}
         self.runner = CellRunner({})
+        self._bridge = threading.Lock()
+        self._earlier: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 
     def boot(self) -> None:
         boot = self.reader.read()
         if boot is None or boot.get("op") != "boot":
             raise SystemExit("the first frame must be a boot frame")
-        db_path = boot.get("db_path")
-        open_surface = _import_surface() if db_path else None
-        plan = SandboxPlan.from_wire(boot["policy"], boot["scratch"], db_path)
+        remote = _remote_surface() if boot.get("ms") else None
+        plan = SandboxPlan.from_wire(boot["policy"], boot["scratch"], None)
         report = apply_sandbox(plan)
         tasks = boot.get("tasks")
         if isinstance(tasks, str) and report.get("rlimits", {}).get("state") == "ok":
@@ -79,34 +86,26 @@ class Worker:
             weak = [name for name, item in report.items() if item["state"] != "ok"]
             if weak:
                 self.refusal = f"required sandbox layer(s) not holding: {', '.join(weak)}"
-        surface_state = self._bind(boot, open_surface)
-        write_frame(
-            self.fd_out,
-            {"op": "ready", "id": boot.get("id"), "layers": report, "ms": surface_state},
-        )
+        self.max_input = int(boot.get("max_tool_input", self.max_input))
+        self._bind(boot, remote)
+        write_frame(self.fd_out, encode_frame(0, {"op": "ready", "layers": report}))
 
-    def _bind(self, boot: dict[str, Any], open_surface: Callable[..., Any] | None) -> str:
-        state = "no Event Log bound (the kernel was started without one)"
-        ms: Any = _NoSurface(state)
-        if open_surface is not None:
-            try:
-                ms = open_surface(
-                    boot["db_path"],
-                    session_id=boot.get("session_id"),
-                    task_id=boot.get("task_id"),
-                    agent_id=boot.get("agent_id"),
-                )
-                state = "bound"
-            except Exception as exc:  # noqa: BLE001 - reported to the host and shown on use
-                state = f"{type(exc).__name__}: {exc}"
-                ms = _NoSurface(state)
+    def _bind(self, boot: dict[str, Any], remote: Any) -> None:
+        ms: Any = _NoSurface("no Event Log bound (the kernel was started without one)")
+        if remote is not None:
+            surface, binding, budgets = remote
+            bound = boot["ms"]
+            ms = surface(
+                self.call_memory,
+                binding(bound.get("session_id"), bound.get("task_id"), bound.get("agent_id")),
+                budgets(**bound.get("budgets", {})),
+            )
         self.surface = ms
         self.prebound = {"ms": ms, "ToolCallError": ToolCallError, **_helpers()}
         self.prebound.update(bind_stubs(boot.get("tools", []), self.call_tool))
         self.runner.namespace.update(
             {"__name__": "__main__", "__builtins__": builtins, **self.prebound}
         )
-        return state
 
     def serve(self) -> None:
         while True:
@@ -116,13 +115,15 @@ class Worker:
             if message.get("op") == "shutdown":
                 return
             if message.get("op") == "cell":
-                self._cell(message)
+                self._cell(self.reader.last_id, message)
 
-    def _cell(self, message: dict[str, Any]) -> None:
-        self.cell_id = message.get("id")
+    def _cell(self, cell_id: int, message: dict[str, Any]) -> None:
         if self.refusal is not None:
-            write_frame(self.fd_out, {"op": "result", "id": self.cell_id, "refused": self.refusal})
+            error = f"cell refused by the worker: {self.refusal}"
+            write_frame(self.fd_out, encode_frame(cell_id, {"op": "result", "error": error}))
             return
+        self._earlier = weakref.WeakSet(threading.enumerate())
+        self.cell_id = cell_id
         outcome = self.runner.run(
             str(message.get("code", "")),
             stdout_cap=int(message.get("stdout_cap", 32000)),
@@ -131,17 +132,18 @@ class Worker:
         )
         reply = {
             "op": "result",
-            "id": self.cell_id,
             "stdout": outcome.stdout,
             "stdout_hidden": outcome.stdout_hidden,
             "stderr": outcome.stderr,
             "stderr_hidden": outcome.stderr_hidden,
-            "error": _clip(outcome.error),
+            "error": cap_error(outcome.error),
             "interrupted": outcome.interrupted,
             "digest": summarize_namespace(self.runner.namespace, self.prebound),
-            "notes": [_clip(note, 2000) for note in self._drain_notes()[:50]],
+            "notes": list(cap_notes(self._drain_notes())),
         }
-        write_frame(self.fd_out, reply)
+        with self._bridge:  # a call still in flight from one of the cell's threads ends first
+            self.cell_id = None
+            write_frame(self.fd_out, encode_frame(cell_id, reply))
 
     def _drain_notes(self) -> list[str]:
         drain = getattr(type(self.surface), "drain_notes", None)
@@ -152,49 +154,91 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - a failing drain must not lose the cell result
             return [f"could not collect ms notes: {type(exc).__name__}: {exc}"]
 
+    def _caller_cell(self, what: str) -> int:
+        """The running cell's id, if the calling thread may call ``what`` now."""
+        cell = self.cell_id
+        if cell is None:
+            raise ToolCallError(
+                f"{what} was called while no cell was running, by a thread an earlier cell "
+                "left behind; tools and ms answer only during a cell: join your threads"
+            )
+        thread = threading.current_thread()
+        if thread is not threading.main_thread() and (
+            thread in self._earlier or isinstance(thread, threading._DummyThread)
+        ):
+            raise ToolCallError(
+                f"{what} was called from a thread an earlier cell started; only the running "
+                "cell and threads it starts (threading.Thread) may call tools"
+            )
+        return cell
+
     def call_tool(self, name: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
         """Send one tool call to the host and wait for its answer (runs inside a cell)."""
-        self.calls += 1
-        call = self.calls
-        try:
-            frame = encode_frame(
-                {
-                    "op": "tool_call",
-                    "id": self.cell_id,
-                    "call": call,
-                    "name": name,
-                    "args": args,
-                    "kwargs": kwargs,
-                }
-            )
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"arguments to {name}() must be JSON-able: {exc}") from None
-        if len(frame) > MAX_FRAME:
-            raise ValueError(f"arguments to {name}() are too large ({len(frame):,} bytes)")
-        write_frame(self.fd_out, frame)
-        while True:
-            reply = self.reader.read()
-            if reply and reply.get("op") == "tool_result" and reply.get("call") == call:
-                break
+        with self._bridge:
+            cell = self._caller_cell(f"{name}()")
+            self.calls += 1
+            call = {"op": "tool_call", "call": self.calls, "name": name}
+            try:
+                frame = encode_frame(cell, {**call, "args": args, "kwargs": kwargs})
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"arguments to {name}() must be JSON-able: {exc}") from None
+            if len(frame) > self.max_input:
+                # The host refuses it anyway; it gets the size (and logs the attempt), not the
+                # bytes, so no frame the worker sends is larger than the protocol needs.
+                frame = encode_frame(
+                    cell, {**call, "args": [], "kwargs": {}, "omitted": len(frame)}
+                )
+            reply = self._exchange(frame, "tool_result", self.calls)
         if reply.get("ok"):
             return reply.get("value")
         raise ToolCallError(str(reply.get("error", f"{name} failed on the host")))
 
+    def call_memory(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Send one ``ms`` call to the host and return the reader's reply (the ms transport)."""
+        method = str(request.get("method"))
+        with self._bridge:
+            self.calls += 1
+            frame = encode_frame(self._memory_cell(method), {"op": "ms", "call": self.calls,
+                                                              **request})  # fmt: skip
+            if len(frame) > self.max_input:
+                raise QueryError(
+                    f"the arguments to ms.{method} take {len(frame):,} bytes, over the "
+                    f"{self.max_input:,}-byte limit of one ms call; pass less (a seq span "
+                    "ms.expand(lo, hi) instead of a long list, shorter SQL)"
+                )
+            return self._exchange(frame, "ms_result", self.calls)
 
-def _clip(text: str | None, limit: int = _ERROR_CHARS) -> str | None:
-    # A traceback keeps its head (where) and tail (what); the middle of a huge message goes.
-    if text is None or len(text) <= limit:
-        return text
-    half = limit // 2
-    return f"{text[:half]}\n[… {len(text) - 2 * half:,} characters cut …]\n{text[-half:]}"
+    def _memory_cell(self, method: str) -> int:
+        # ms is not logged, so a thread an earlier cell left may use it during any cell.
+        if self.cell_id is None:
+            raise RuntimeError(
+                f"ms.{method} was called while no cell was running, by a thread an earlier "
+                "cell left behind; ms answers only during a cell: join your threads"
+            )
+        return self.cell_id
+
+    def _exchange(self, frame: bytes, op: str, call: int) -> dict[str, Any]:
+        # Replies to calls an interrupt abandoned arrive late and are skipped by their number;
+        # an interrupt is held back while the frame is written, so it never goes out torn
+        # (interrupts reach the main thread only).
+        if threading.current_thread() is threading.main_thread():
+            with self.runner.deferred_interrupts():
+                write_frame(self.fd_out, frame)
+        else:
+            write_frame(self.fd_out, frame)
+        while True:
+            reply = self.reader.read()
+            if reply and reply.get("op") == op and reply.get("call") == call:
+                return dict(reply)
 
 
-def _import_surface() -> Callable[..., Any] | None:
+def _remote_surface() -> tuple[Any, Any, Any] | None:
     try:
-        from scrollctx.surface import open_surface
+        from scrollctx.surface import Budgets, RemoteSurface
+        from scrollctx.surface._filters import Binding
     except ImportError:
         return None
-    return open_surface
+    return RemoteSurface, Binding, Budgets
 
 
 def _helpers() -> dict[str, Any]:
@@ -218,24 +262,17 @@ def _exit_with_host(fd_in: int) -> None:
             quit_now(0)
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="scrollctx.kernel._worker")
-    parser.add_argument("--fd-in", type=int, required=True)
-    parser.add_argument("--fd-out", type=int, required=True)
-    return parser.parse_args(argv)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the worker until the host sends ``shutdown`` or closes the pipe."""
     die_with_host()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only a running cell may be interrupted
     faulthandler.enable()
-    args = _parse_args(argv)
-    worker = Worker(args.fd_in, args.fd_out)
+    fd_in, fd_out = pipe_arguments("scrollctx.kernel._worker", argv)
+    worker = Worker(fd_in, fd_out)
     try:
         worker.boot()
         threading.Thread(
-            target=_exit_with_host, args=(args.fd_in,), name="scroll-host-watch", daemon=True
+            target=_exit_with_host, args=(fd_in,), name="scroll-host-watch", daemon=True
         ).start()
         worker.serve()
     except WorkerCrashed:

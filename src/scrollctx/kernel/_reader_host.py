@@ -1,0 +1,264 @@
+"""The host's side of a memory reader: start it, broker calls to it, replace it when it fails.
+
+:class:`MemoryReader` owns one reader process (:mod:`scrollctx.kernel._reader`). It starts it
+without waiting (so it boots while the worker boots), waits for its ``ready`` on first use, and
+then forwards each call as bytes: a call's body goes out unchanged under a fresh request id,
+and the reply's header is checked (its id, its size) before the body is handed back, still
+undecoded. Per call it enforces a deadline (the surface's time budget plus ``grace``; earlier,
+SIGINT when the caller's own deadline passes), and a reader that misses it, dies, or breaks the
+protocol is killed; the call gets an error that says what happened and what to do, and the next
+call starts a fresh reader. Under the strict profile a reader whose sandbox layers do not all
+hold is stopped and every call is refused (fail closed).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from scrollctx.errors import CellTimeout, ProtocolError, QueryError, UsageError, WorkerCrashed
+from scrollctx.kernel._frames import encode_frame, frame_bytes
+from scrollctx.kernel._namespace import namespace_request
+from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers
+from scrollctx.kernel._process import WorkerProcess, default_python
+from scrollctx.surface import Budgets
+from scrollctx.surface._filters import Binding
+from scrollctx.surface._remote import error_reply
+
+__all__ = ["MemoryReader", "ReaderLimits"]
+
+_MODULE = "scrollctx.kernel._reader"
+_OVERHEAD = 64 * 1024
+_SCRATCH_BYTES = 1024**2  # the reader writes no file (RLIMIT_FSIZE 0): its tmpfs stays empty
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderLimits:
+    """What one memory reader may use, beyond the surface's per-call :class:`Budgets`.
+
+    Example: ``Kernel(event_log=log, reader_limits=ReaderLimits(heap=64 * 1024**2))``.
+    """
+
+    address_space: int = 1024**3
+    """Bytes of address space of the whole reader process (``RLIMIT_AS``)."""
+    heap: int | None = 256 * 1024**2
+    """Bytes SQLite may allocate (``PRAGMA hard_heap_limit``); None sets no limit."""
+    value_bytes: int | None = 16 * 1024**2
+    """The largest string or blob a query may build (``SQLITE_LIMIT_LENGTH``); None: SQLite's."""
+    reply_bytes: int = 16 * 1024**2
+    """The largest reply one call may send back (a larger result is an error saying so)."""
+    grace: float = 2.0
+    """Seconds past the time budget after which the host kills a call that has not answered."""
+    boot_timeout: float = 15.0
+    """Seconds a reader may take to start."""
+
+    def __post_init__(self) -> None:
+        sizes = (self.address_space, self.reply_bytes, self.heap or 1, self.value_bytes or 1)
+        if min(sizes) < 1 or not (self.grace > 0 and self.boot_timeout > 0):
+            raise UsageError(f"reader limits must be positive: {self}")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The limits as the reader's boot frame carries them."""
+        return {"address_space": self.address_space, "heap": self.heap,
+                "value_bytes": self.value_bytes, "reply_bytes": self.reply_bytes}  # fmt: skip
+
+
+class MemoryReader:
+    """A memory reader process over one store, for one binding, restarted when it fails."""
+
+    def __init__(
+        self,
+        db_path: Path,
+        binding: Binding,
+        *,
+        policy: SandboxPolicy,
+        budgets: Budgets | None = None,
+        limits: ReaderLimits | None = None,
+        python: str | None = None,
+    ) -> None:
+        self.db_path = db_path
+        self.binding = binding
+        self.policy = policy
+        self.budgets = budgets or Budgets()
+        self.limits = limits or ReaderLimits()
+        self.python = python or default_python()
+        self.state = "not started"
+        """``bound`` once the store is open; otherwise why ``ms`` is unavailable."""
+        self.status: SandboxStatus | None = None
+        """The reader's sandbox layers, from its last ``ready``."""
+        self.restarts = 0
+        self._scratch: Path | None = None
+        self._process: WorkerProcess | None = None
+        self._booted_at = 0.0
+        self._ready = False
+        self._refused: str | None = None
+        self._ids = itertools.count(1)
+
+    @property
+    def pid(self) -> int | None:
+        """The running reader's process id."""
+        return self._process.pid if self._process else None
+
+    def start(self) -> None:
+        """Start the reader if none runs (returns at once; :meth:`wait_ready` waits)."""
+        if self._process is not None or self._refused is not None:
+            return
+        try:  # the reader's Landlock rule needs the folder to exist when it starts
+            (self.db_path.parent / "payloads").mkdir(exist_ok=True)
+        except OSError:
+            pass  # a read-only store: the log cannot write payloads there either
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="scroll-reader-"))
+        request = namespace_request(self.policy, self.db_path)  # the store's files, read-only
+        if request is not None:
+            request = replace(request, scratch_size=_SCRATCH_BYTES)
+        process = WorkerProcess(
+            self.python, self._scratch, None, namespaces=request, module=_MODULE
+        )
+        process.reader.max_size = self.limits.reply_bytes + _OVERHEAD
+        boot = {
+            "op": "boot",
+            "db_path": str(self.db_path),
+            "scratch": str(self._scratch),
+            "binding": {"session_id": self.binding.session_id, "task_id": self.binding.task_id,
+                        "agent_id": self.binding.agent_id},
+            "budgets": {"seconds": self.budgets.seconds, "rows": self.budgets.rows,
+                        "bytes": self.budgets.bytes},
+            "limits": self.limits.to_wire(),
+            "policy": {**self.policy.to_wire(), "namespaces": process.namespace_facts},
+        }  # fmt: skip
+        self._booted_at = time.monotonic()
+        try:
+            process.send(encode_frame(0, boot), self._booted_at + self.limits.boot_timeout)
+        except (CellTimeout, WorkerCrashed) as exc:
+            process.kill()
+            self.state = f"the memory reader failed to start: {exc}"
+            return
+        self._process, self._ready = process, False
+
+    def wait_ready(self) -> WorkerProcess | None:
+        """Wait for the reader's ``ready`` (starting it if needed); return it if ms works."""
+        self.start()
+        process = self._process
+        if process is None or self._ready:
+            return process
+        failure = "it did not report ready in time"
+        try:
+            ready = process.reader.read(self._booted_at + self.limits.boot_timeout, expect=0)
+        except (WorkerCrashed, ProtocolError) as exc:
+            ready, failure = None, str(exc)
+        if ready is None or ready.get("op") != "ready":
+            tail = process.output.text(0.5)[-500:]
+            self.state = f"the memory reader failed to start ({failure}); its output: {tail!r}"
+            self._stop(process)
+            return None
+        return process if self._accept(process, ready) else None
+
+    def _accept(self, process: WorkerProcess, ready: dict[str, Any]) -> bool:
+        try:
+            layers = process.accept_ready(ready.get("layers"))
+        except (WorkerCrashed, UsageError, OSError) as exc:
+            self.state = f"the memory reader failed to start ({exc})"
+            self._stop(process)
+            return False
+        status = SandboxStatus(self.policy.profile, parse_layers(layers), self.policy.required)
+        self.status = status
+        state = ready.get("ms")
+        self.state = state[:500] if isinstance(state, str) else "unknown"
+        if not status.holds:
+            missing = ", ".join(f"{s.name} ({s.state}: {s.detail})" for s in status.missing)
+            self._refused = self.state = (
+                f"the memory reader's sandbox does not hold here: {missing}; the "
+                f"{self.policy.profile!r} profile refuses to read the store without it"
+            )
+            self._stop(process)
+            return False
+        self._ready = self.state == "bound"
+        if not self._ready:
+            self._stop(process)  # nothing to serve: the store did not open
+        return self._ready
+
+    def forward(self, body: bytes, call: Any, what: str, until: float | None = None) -> bytes:
+        """Send one call's body; return the reply's body (or an error reply for ``call``).
+
+        ``what`` names the call in messages (``ms.search``); ``until`` is the caller's own
+        deadline: past it the call is interrupted, and its reply still awaited for ``grace``.
+        """
+        process = self.wait_ready()
+        if process is None:
+            unavailable = RuntimeError(f"ms is not available in this kernel: {self.state}")
+            return error_reply(call, unavailable)
+        request = next(self._ids)
+        budget = self.budgets.seconds + self.limits.grace
+        deadline = time.monotonic() + budget
+        try:
+            process.send(frame_bytes(request, body), deadline)
+            reply = self._await(process, request, deadline, until)
+        except WorkerCrashed:
+            return error_reply(call, self._died(process, what))
+        except ProtocolError as exc:
+            self._stop(process)
+            return error_reply(call, QueryError(
+                f"the memory reader broke the frame protocol during {what} ({exc}); it was "
+                "replaced, try again"))  # fmt: skip
+        if reply is None:
+            self._stop(process)
+            return error_reply(call, QueryError(
+                f"{what} did not finish within {budget:g} s (its time budget is "
+                f"{self.budgets.seconds:g} s) and the memory reader was killed; narrow the "
+                "query (fewer or rarer terms, a seq_range, LIMIT); the next call starts a "
+                "fresh reader"))  # fmt: skip
+        return reply
+
+    def _await(
+        self, process: WorkerProcess, request: int, deadline: float, until: float | None
+    ) -> bytes | None:
+        interrupt_at = until if until is not None and until < deadline else None
+        while True:
+            wait = deadline if interrupt_at is None else interrupt_at
+            reply = process.reader.read_body(wait, expect=request)
+            if reply is not None:
+                return reply
+            if interrupt_at is None:
+                return None
+            process.interrupt()
+            interrupt_at = None
+            deadline = min(deadline, time.monotonic() + self.limits.grace)
+
+    def _died(self, process: WorkerProcess, what: str) -> QueryError:
+        exit_text = process.exit_text()
+        self._stop(process)
+        return QueryError(
+            f"the memory reader was killed during {what} ({exit_text}): the query used more "
+            f"than {self.limits.address_space // 1024**2:,} MiB or crashed it; narrow it. A "
+            "fresh reader answers the next call"
+        )
+
+    def request(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The transport of a host-side ``RemoteSurface``: one call, its decoded reply."""
+        call = next(self._ids)
+        body = json.dumps({"op": "ms", "call": call, **message}, ensure_ascii=True)
+        what = f"ms.{str(message.get('method'))[:40]}"
+        reply = json.loads(self.forward(body.encode("ascii"), call, what))
+        return reply if isinstance(reply, dict) else {}
+
+    def _stop(self, process: WorkerProcess) -> None:
+        process.kill()
+        if self._process is process:
+            self._process, self._ready = None, False
+            self.restarts += 1
+
+    def close(self) -> None:
+        """Stop the reader and remove its private folder."""
+        if self._process is not None:
+            self._process.stop()
+            self._process = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None

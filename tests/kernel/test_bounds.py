@@ -1,0 +1,157 @@
+"""What bridged calls may cost the host: per-session bounds, attribution, a failing Event Log.
+
+A hostile cell could once add 122 MB to the log per cell with no bound per session; a thread an
+earlier cell left running had its calls logged against a later cell; and an Event Log that
+refused a write (another connection holding its lock) raised a raw ``StoreError`` out of
+``run_cell`` and ended the agent run without ``run_end``. Real workers, real SQLite locks.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kernel_helpers import Session, lookup, open_session, seed
+
+from scrollctx.kernel import Kernel, render_observation
+from scrollctx.log import EventLog, Kind
+
+
+@pytest.fixture
+def bounded(tmp_path: Path) -> Iterator[Session]:
+    session = open_session(tmp_path, session_tool_calls=30, session_log_bytes=1_000_000)
+    yield session
+    session.kernel.close()
+    session.log.close()
+
+
+def _calls(log: EventLog, after: int) -> list[int]:
+    events = log.span(after + 1, log.last_seq())
+    return [e.metadata["cell"] for e in events if e.kind == Kind.TOOL_CALL]
+
+
+def test_the_session_bound_on_calls_holds_across_cells(bounded: Session) -> None:
+    kernel, start = bounded.kernel, bounded.log.last_seq()
+    cell = (
+        "ok = failed = 0\nfor i in range(20):\n    try:\n        lookup('t', 1)\n"
+        "        ok += 1\n    except ToolCallError as e:\n        failed += 1\n"
+        "        why = str(e)\nprint(ok, failed)"
+    )
+    assert kernel.run_cell(cell).stdout == "20 0\n"
+    second = kernel.run_cell(cell + "\nprint(why)")
+    assert second.stdout.startswith("10 10\nthis session already made 30 tool calls")
+    assert any("the limit of one kernel session" in note for note in second.notes)
+    assert kernel.run_cell(cell).stdout == "0 20\n"
+    assert _calls(bounded.log, start) == [1] * 20 + [2] * 10  # nothing logged past the bound
+
+
+def test_the_session_bound_on_logged_bytes_holds_across_cells(bounded: Session) -> None:
+    kernel, start = bounded.kernel, bounded.log.last_seq()
+    grow = "try:\n    big_blob(200_000)\n    print('ran')\nexcept ToolCallError as e:\n    print(e)"
+    outcomes = [kernel.run_cell(grow) for _ in range(8)]
+    assert [o.stdout for o in outcomes[:5]] == ["ran\n"] * 5
+    refused = outcomes[5]
+    assert "over the 1,000,000-byte limit of one kernel session" in refused.stdout
+    assert "limit of one kernel session" in render_observation(refused)
+    assert all("neither run nor logged" in o.stdout for o in outcomes[5:])
+    assert _calls(bounded.log, start) == [1, 2, 3, 4, 5]
+
+
+def test_a_thread_left_by_an_earlier_cell_cannot_call_tools(shared: Session) -> None:
+    kernel, start = shared.kernel, shared.log.last_seq()
+    first = kernel.run_cell(
+        "import threading\ngo = threading.Event()\nseen = []\n"
+        "def later():\n    go.wait()\n    try:\n        seen.append(lookup('late', 1))\n"
+        "    except ToolCallError as e:\n        seen.append(str(e))\n"
+        "left = threading.Thread(target=later)\nleft.start()"
+    )
+    assert first.ok
+    now = kernel.run_cell(
+        "go.set()\nleft.join()\nown = []\n"
+        "mine = threading.Thread(target=lambda: own.append(lookup('mine', 1)))\n"
+        "mine.start()\nmine.join()\nprint(seen[0])\nprint(own)"
+    )
+    assert now.stdout.splitlines()[0].startswith("lookup() was called from a thread an earlier")
+    assert now.stdout.splitlines()[1] == "[['mine fact 0']]"
+    cell = kernel._cells
+    assert _calls(shared.log, start) == [cell]  # only the current cell's own thread's call
+
+
+def test_a_thread_calling_between_cells_is_refused_in_the_worker(shared: Session) -> None:
+    # Between cells nothing may reach the host: a frame then would be a protocol violation.
+    # The thread reports through a FIFO in scratch, so the next cell starts once it is done.
+    kernel, start = shared.kernel, shared.log.last_seq()
+    fifo = shared.root / "scratch" / "between"
+    os.mkfifo(fifo)
+    kernel.run_cell(
+        "import gc, threading\n"
+        "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
+        "def after_the_cell():\n"
+        "    while w.cell_id is not None:\n        threading.Event().wait(0.001)\n"
+        "    with open('between', 'w') as report:\n"
+        "        for call in (lambda: lookup('x'), lambda: ms.search('adoption')):\n"
+        "            try:\n                call()\n            except Exception as e:\n"
+        "                print(f'{type(e).__name__}: {e}', file=report)\n"
+        "between = threading.Thread(target=after_the_cell)\nbetween.start()"
+    )
+    outcome = fifo.read_text().splitlines()
+    assert outcome[0].startswith("ToolCallError: lookup() was called while no cell was running")
+    assert outcome[1].startswith("RuntimeError: ms.search was called while no cell was running")
+    result = kernel.run_cell("between.join()\nprint('joined')")
+    assert result.stdout == "joined\n" and not result.namespace_lost, result.error
+    assert _calls(shared.log, start) == []
+
+
+# -- an Event Log that refuses writes during a cell ------------------------------------------
+
+
+@pytest.fixture
+def locked(tmp_path: Path) -> Iterator[tuple[EventLog, Kernel, sqlite3.Connection]]:
+    """A kernel whose log gives up on a lock after 0.2 s, and another connection to lock it."""
+    path = tmp_path / "store" / "history.db"
+    log = EventLog.open(path, lock_timeout=0.2)
+    seed(log)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+
+    def take_lock() -> str:
+        """Hold the store's write lock from another connection."""
+        holder.execute("BEGIN IMMEDIATE")
+        return "locked"
+
+    kernel = Kernel(
+        event_log=log, session_id="k1", scratch=tmp_path / "scratch", tools=[take_lock, lookup]
+    )
+    kernel.start()
+    yield log, kernel, holder
+    if holder.in_transaction:
+        holder.rollback()
+    holder.close()
+    kernel.close()
+    log.close()
+
+
+def test_a_write_the_log_refuses_during_a_cell_is_an_observation_then_an_event(
+    locked: tuple[EventLog, Kernel, sqlite3.Connection],
+) -> None:
+    log, kernel, holder = locked
+    start = log.last_seq()
+    result = kernel.run_cell(
+        "for call in (take_lock, lambda: lookup('x')):\n    try:\n        call()\n"
+        "    except ToolCallError as e:\n        print(e)"
+    )
+    ran, refused = result.stdout.splitlines()
+    assert ran.startswith("take_lock() ran, but the Event Log could not record its result")
+    assert "database is locked" in ran and ran.endswith("the result is withheld")
+    assert refused.startswith("lookup() was not run: the Event Log could not record the call")
+    assert "[note] the Event Log refused a write during this cell" in render_observation(result)
+    added = log.span(start + 1, log.last_seq())
+    assert [(e.kind, e.name) for e in added] == [(Kind.TOOL_CALL, "take_lock")]
+    holder.rollback()  # the other writer is done: the log works again
+    after = kernel.run_cell("print(lookup('y', 1))")
+    assert after.stdout == "['y fact 0']\n" and not after.notes
+    recorded = [e for e in log.span(start + 2, log.last_seq()) if e.kind == Kind.SYSTEM]
+    assert len(recorded) == 1 and len(recorded[0].metadata["store_errors"]) == 2
+    assert "database is locked" in recorded[0].content

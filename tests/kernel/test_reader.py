@@ -1,0 +1,275 @@
+"""The memory reader: ``ms`` answered by a separate, confined process, within real budgets.
+
+Every test uses real processes: a kernel's worker and reader, or a host-side reader alone (as
+the JSON memory tools use it). Each budget is shown on its own: the other limits that would also
+stop the same query are lifted (``None``, or generous), so that removing the one under test
+lets the query through.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kernel_helpers import Session, open_session
+
+from scrollctx.errors import QueryError
+from scrollctx.kernel import Kernel, MemoryReader, ReaderLimits, SandboxPolicy
+from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.surface import Budgets, MemorySurface, RemoteSurface, open_surface
+from scrollctx.surface._filters import Binding
+
+_MIB = 1024**2
+_LIFTED = ReaderLimits(address_space=4096 * _MIB, heap=None, value_bytes=None)
+_FOREVER = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[EventLog]:
+    log = EventLog.open(tmp_path / "store" / "history.db")
+    log.append_many(
+        NewEvent(session_id="s", kind=Kind.CONVERSATION, role="user", content=f"row {i} text")
+        for i in range(40)
+    )
+    yield log
+    log.close()
+
+
+def _remote(
+    log: EventLog, limits: ReaderLimits, budgets: Budgets | None = None
+) -> tuple[RemoteSurface, MemoryReader]:
+    reader = MemoryReader(
+        log.path, Binding("s"), policy=SandboxPolicy(), budgets=budgets, limits=limits
+    )
+    return RemoteSurface(reader.request, Binding("s"), budgets or Budgets()), reader
+
+
+# -- the same ms, through the kernel -------------------------------------------------------------
+
+_CELL_CALLS = [
+    "ms.search('adoption agencies', k=2)",
+    "ms.search('adoption', kind='conversation', seq_range=(1, 10**30), chars=20)",
+    "ms.search('x', k=0)",
+    "ms.expand([1, 2, 999])",
+    "ms.expand(4, 1)",
+    "ms.expand('abc')",
+    "ms.sql_query('SELECT seq, length(content) AS n FROM hist.conversation_history LIMIT 3')",
+    "ms.sql_query(\"SELECT x'00ff' AS b, 1e999 AS inf, NULL AS nothing\")",
+    "ms.sql_query('DELETE FROM hist.conversation_history')",
+    "ms.sql_query('SELECT * FROM missing')",
+    "ms.sessions()",
+    "ms.session('seed')",
+    "ms.recall_tool('nope')",
+    "ms.index()",
+    "ms.has_fts5",
+    "ms.days_between('2024-01-01', '2024-03-01')",
+]
+
+
+def _probe(ms: object) -> str:
+    """Run every call of ``_CELL_CALLS`` on ``ms``; return one line per outcome."""
+    lines = []
+    for call in _CELL_CALLS:
+        try:
+            value = eval(call, {"ms": ms})  # noqa: S307 - the fixed calls above
+        except Exception as exc:  # noqa: BLE001 - the outcome is what is compared
+            lines.append(f"{call} -> {type(exc).__name__}: {exc}")
+            continue
+        flags = (value.notes, value.partial, value.truncated) if hasattr(value, "notes") else ()
+        lines.append(f"{call} -> {type(value).__name__} {value!r} {flags}")
+    return "\n".join(lines)
+
+
+def test_ms_in_a_cell_answers_exactly_as_in_process(shared: Session) -> None:
+    source = Path(__file__).read_text()
+    probe = source[source.index("_CELL_CALLS = [") : source.index("def test_ms_in_a_cell")]
+    result = shared.kernel.run_cell(probe + "print(_probe(ms))\nprint(ms.help())")
+    assert result.ok, result.error
+    with open_surface(shared.log.path, session_id="k1") as local:
+        expected = _probe(local) + "\n" + local.help() + "\n"
+        notes = local.drain_notes()
+    assert result.stdout == expected
+    assert list(result.notes) == list(dict.fromkeys(notes))
+    assert shared.kernel.ms_state == "bound"
+
+
+def test_blobs_cross_as_bytes(shared: Session) -> None:
+    result = shared.kernel.run_cell("v = ms.sql_query(\"SELECT x'00ff10' AS b\")[0]['b']\nv")
+    assert result.stdout == "b'\\x00\\xff\\x10'\n"
+
+
+def test_a_killed_reader_is_replaced_for_the_next_call(shared: Session) -> None:
+    reader = shared.kernel.reader
+    assert reader is not None and reader.pid is not None
+    first, restarts = reader.pid, reader.restarts
+    os.kill(first, signal.SIGKILL)
+    died = shared.kernel.run_cell("ms.search('adoption')")
+    assert died.error is not None and "the memory reader was killed" in died.error
+    assert "narrow it" in died.error and not died.namespace_lost
+    again = shared.kernel.run_cell("print(len(ms.search('adoption')))")
+    assert again.stdout == "1\n" and reader.pid not in (None, first)
+    assert reader.restarts == restarts + 1
+
+
+def test_the_reader_is_confined_and_its_layers_are_logged(shared: Session) -> None:
+    # Read from the host: the reader's own report could be forged only by our own code.
+    reader = shared.kernel.reader
+    assert reader is not None and reader.pid is not None and reader.status is not None
+    assert reader.status.holds and [s.state for s in reader.status.layers] == ["ok"] * 5
+    status = dict(
+        line.split(":\t", 1)
+        for line in Path(f"/proc/{reader.pid}/status").read_text().splitlines()
+        if ":\t" in line
+    )
+    assert status["Seccomp"].strip() == "2" and status["NoNewPrivs"].strip() == "1"
+    assert all(int(status[key], 16) == 0 for key in ("CapEff", "CapPrm", "CapBnd"))
+    assert os.readlink(f"/proc/{reader.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    started = [e for e in shared.log.session_events("k1") if e.kind == Kind.SYSTEM][0]
+    assert started.metadata["memory_reader"]["layers"]["landlock"]["state"] == "ok"
+
+
+def test_a_strict_reader_whose_sandbox_does_not_hold_reads_nothing(store: EventLog) -> None:
+    reader = MemoryReader(
+        store.path, Binding("s"), policy=SandboxPolicy(unavailable=frozenset({"landlock"}))
+    )
+    ms = RemoteSurface(reader.request, Binding("s"), Budgets())
+    try:
+        with pytest.raises(RuntimeError, match="the memory reader's sandbox does not hold here"):
+            ms.search("row")
+        assert reader.pid is None  # fail closed: no unconfined reader is left running
+    finally:
+        reader.close()
+
+
+def test_a_file_that_is_not_a_store_leaves_ms_unavailable_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    bogus = tmp_path / "store" / "history.db"
+    bogus.parent.mkdir()
+    bogus.write_bytes(b"not sqlite" * 100)
+    with Kernel(bogus, scratch=tmp_path / "scratch") as kernel:
+        result = kernel.run_cell("ms.search('x')")
+        assert result.error is not None and "ms is not available in this kernel" in result.error
+        assert "IntegrityError" in kernel.ms_state
+
+
+# -- budgets, each on its own ----------------------------------------------------------------
+
+
+def test_the_heap_limit_stops_a_query_that_allocates(store: EventLog) -> None:
+    ms, reader = _remote(store, ReaderLimits(address_space=4096 * _MIB, heap=32 * _MIB,
+                                             value_bytes=None))  # fmt: skip
+    try:
+        with pytest.raises(QueryError, match="ran out of memory: the memory reader allows 32 MiB"):
+            ms.sql_query("SELECT length(randomblob(200000000)) AS n")
+        assert ms.sql_query("SELECT 1 AS one")[0] == {"one": 1} and reader.restarts == 0
+    finally:
+        reader.close()
+
+
+def test_the_value_limit_stops_a_big_blob_at_once(store: EventLog) -> None:
+    ms, reader = _remote(store, ReaderLimits(address_space=4096 * _MIB, heap=None,
+                                             value_bytes=_MIB))  # fmt: skip
+    try:
+        with pytest.raises(QueryError, match="one value may hold at most 1,048,576 bytes"):
+            ms.sql_query("SELECT length(randomblob(5000000)) AS n")
+    finally:
+        reader.close()
+
+
+def test_the_address_space_limit_stops_what_sqlite_does_not_count(store: EventLog) -> None:
+    ms, reader = _remote(store, ReaderLimits(address_space=256 * _MIB, heap=None,
+                                             value_bytes=None))  # fmt: skip
+    try:
+        with pytest.raises(QueryError, match="ran out of memory"):
+            ms.sql_query("SELECT length(randomblob(400000000)) AS n")
+        assert ms.sql_query("SELECT 2 AS two")[0] == {"two": 2}
+    finally:
+        reader.close()
+
+
+def test_the_time_budget_cuts_a_query_that_would_run_forever(store: EventLog) -> None:
+    # The progress handler alone: the host's own deadline is far away.
+    ms, reader = _remote(store, ReaderLimits(grace=60.0), Budgets(seconds=0.3))
+    try:
+        rows = ms.sql_query(_FOREVER)
+        assert rows.partial and rows == [] and "ran past the 0.3s time budget" in rows.notes[0]
+        assert reader.restarts == 0
+    finally:
+        reader.close()
+
+
+def test_the_host_kills_a_call_the_progress_handler_cannot_stop(store: EventLog) -> None:
+    # One long SQLite step (no progress callbacks) with no memory limit to stop it: only the
+    # host's deadline (budget + grace) does, and the next call gets a fresh reader.
+    ms, reader = _remote(
+        store,
+        ReaderLimits(address_space=4096 * _MIB, heap=None, value_bytes=None, grace=0.3),
+        Budgets(seconds=0.2),
+    )
+    try:
+        started = time.monotonic()
+        with pytest.raises(QueryError, match="did not finish within 0.5 s .* reader was killed"):
+            ms.sql_query("SELECT length(randomblob(900000000)) AS n")
+        assert time.monotonic() - started < 5
+        assert ms.sql_query("SELECT 3 AS three")[0] == {"three": 3} and reader.restarts == 1
+    finally:
+        reader.close()
+
+
+def test_the_row_and_byte_budgets_cross_with_their_flags(store: EventLog) -> None:
+    ms, reader = _remote(store, _LIFTED, Budgets(rows=10, bytes=100))
+    try:
+        capped = ms.sql_query("SELECT seq FROM hist.conversation_history")
+        assert len(capped) == 10 and capped.truncated and capped.partial
+        assert "hit the 10-row cap" in capped.notes[0]
+        cut = ms.sql_query("SELECT seq, content FROM hist.conversation_history LIMIT 9")
+        assert 0 < len(cut) < 9 and cut.partial and not cut.truncated
+        assert "100-byte budget ran out" in cut.notes[0]
+        assert ms.drain_notes() == [*capped.notes, *cut.notes]
+    finally:
+        reader.close()
+
+
+def test_a_reply_over_the_reply_limit_is_an_error_saying_so(store: EventLog) -> None:
+    ms, reader = _remote(store, ReaderLimits(address_space=4096 * _MIB, heap=None,
+                                             value_bytes=None, reply_bytes=_MIB))  # fmt: skip
+    try:
+        with pytest.raises(QueryError, match="over the 1,048,576-byte limit of one ms call"):
+            ms.sql_query("SELECT randomblob(2000000) AS b")
+        assert reader.restarts == 0
+    finally:
+        reader.close()
+
+
+def test_a_cell_timeout_interrupts_its_ms_call_and_keeps_the_namespace(tmp_path: Path) -> None:
+    session = open_session(tmp_path, timeout=0.5, grace=2.0, budgets=Budgets(seconds=30.0))
+    try:
+        session.kernel.run_cell("kept = 'yes'")
+        result = session.kernel.run_cell(f"ms.sql_query({_FOREVER!r})")
+        assert result.interrupted and not result.namespace_lost, result.error
+        reader = session.kernel.reader
+        assert reader is not None and reader.restarts == 0
+        assert session.kernel.run_cell("print(kept, len(ms.expand(1)))").stdout == "yes 1\n"
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_a_query_bomb_from_a_cell_costs_the_host_nothing(shared: Session) -> None:
+    # Attack 7 through the kernel: 400 MB of random bytes once went through the host.
+    result = shared.kernel.run_cell("ms.sql_query('SELECT randomblob(400000000) AS b')")
+    assert result.error is not None and "QueryError" in result.error
+    assert "string or blob too big" in result.error and result.duration < 5
+    assert shared.kernel.run_cell("print(len(ms.search('adoption')))").stdout == "1\n"
+
+
+def test_in_process_ms_is_unchanged_by_the_reader_options(store: EventLog) -> None:
+    # The CLI and the reader share MemorySurface; only the reader passes a value limit.
+    with open_surface(store.path) as ms:
+        assert isinstance(ms, MemorySurface)
+        assert ms.sql_query("SELECT length(randomblob(20000000)) AS n")[0]["n"] == 20_000_000
