@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scrollctx.errors import IntegrityError, QueryError
+from scrollctx.errors import IntegrityError, MissingDependency, QueryError
 from scrollctx.surface import Budgets, MemorySurface, RemoteSurface, ResultRows, open_surface
 from scrollctx.surface._codec import Opaque, dumps, from_wire, to_wire
 from scrollctx.surface._filters import Binding
@@ -256,6 +256,10 @@ def test_errors_are_rebuilt_as_their_class_with_their_attributes() -> None:
     described = {"module": "scrollctx.errors", "type": "IntegrityError", "args": ["damaged"]}
     corrupt = rebuild_error({**described, "attrs": {"path": "/s", "__class__": 1}})
     assert isinstance(corrupt, IntegrityError) and corrupt.path == "/s"
+    missing = MissingDependency("onnxruntime", "semantic")
+    rebuilt_missing = rebuild_error(json.loads(error_reply(1, missing))["error"])
+    assert type(rebuilt_missing) is MissingDependency and str(rebuilt_missing) == str(missing)
+    assert (rebuilt_missing.package, rebuilt_missing.extra) == ("onnxruntime", "semantic")
 
 
 def test_a_reply_over_the_limit_becomes_an_error_saying_so(store_path: Path) -> None:

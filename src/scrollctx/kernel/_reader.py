@@ -36,7 +36,8 @@ Invariants:
   memory is answered with a :class:`~scrollctx.errors.QueryError` saying so;
 - SIGINT (sent by the host when the *cell's* timeout passes during a call) stops the running
   call only; between calls it is ignored;
-- one request at a time, answered in order; the reader exits when its control pipe closes.
+- one request at a time, answered in order; the reader dies with the host's thread that
+  started it (``PR_SET_PDEATHSIG``, as the worker) and exits when its control pipe closes.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ from scrollctx.kernel._frames import (
     pipe_arguments,
     write_frame,
 )
-from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox
+from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox, die_with_host
 from scrollctx.surface import Budgets, open_surface
 from scrollctx.surface._remote import answer_call, error_reply
 
@@ -150,6 +151,7 @@ def _memory_hint(limits: Mapping[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the reader until the host sends ``shutdown`` or closes the pipe."""
+    die_with_host()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     faulthandler.enable()
     reader = Reader(*pipe_arguments("scrollctx.kernel._reader", argv))

@@ -18,6 +18,8 @@ filter meeting a foreign architecture at run time kills the process). The filter
   pid, past the kill filter), ``inotify_*`` and ``fanotify_*`` (instances are counted per uid,
   so a loop exhausts them for every process of the host's user; watches see names in folders
   Landlock denies);
+- returns ``EPERM`` for ``truncate`` by path (Landlock controls truncation only from ABI 3;
+  ``ftruncate`` of a file opened for writing stays allowed);
 - returns ``EPERM`` for ``prctl(PR_SET_PDEATHSIG)`` and ``prctl(PR_SET_DUMPABLE)``: the worker
   dies with its host, and the host keeps reading its ``/proc`` entries;
 - returns ``EOPNOTSUPP`` for ``fallocate``: blocks it reserves are not counted as written, so it
@@ -87,6 +89,10 @@ _DENIED: dict[str, int] = {
     "semctl": 66, "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71,
     "mq_open": 240, "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243,
     "mq_notify": 244, "mq_getsetattr": 245,
+    # Truncation by path: Landlock governs it only from ABI 3, and it needs no descriptor, so
+    # below that a guessed path would do (the whole Event Log cut to 0 bytes). ftruncate stays:
+    # it needs a descriptor opened for writing, which Landlock governs from ABI 1.
+    "truncate": 76,
 }  # fmt: skip
 _SELF_ONLY_ARG0 = {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297}
 _CLONE = 56

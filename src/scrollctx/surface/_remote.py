@@ -227,16 +227,19 @@ def _is_error_class(value: Any) -> bool:
 
 
 def _construct(cls: type[BaseException], args: tuple[Any, ...], fallback: str) -> BaseException:
-    # UnicodeEncodeError needs its five arguments; a class whose constructor differs from its
-    # args falls back to the nearest base that takes them, then to RuntimeError.
-    for base in cls.__mro__:
-        if not _is_error_class(base):
-            continue
-        try:
-            return base(*args)  # type: ignore[no-any-return]
-        except Exception:  # noqa: BLE001, S112 - the next base is tried
-            continue
-    return RuntimeError(fallback)
+    # Built from its args as raised (UnicodeEncodeError's five); a class whose constructor
+    # takes other arguments than it stores (MissingDependency(package, extra)) is made
+    # without running it: same class, same args, attributes set by the caller.
+    try:
+        return cls(*args)
+    except Exception:  # noqa: BLE001 - any constructor may refuse these args
+        pass
+    try:
+        exc = cls.__new__(cls, *args)
+        str(exc)  # a class whose str() needs what __init__ sets cannot be used this way
+    except Exception:  # noqa: BLE001 - then only the fallback is left
+        return RuntimeError(fallback)
+    return exc
 
 
 def describe_error(exc: BaseException, depth: int = 0) -> dict[str, Any]:
