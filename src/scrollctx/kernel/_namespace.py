@@ -7,7 +7,8 @@ empty read-only tmpfs holding only:
 - read-only binds of what Python needs: the interpreter's prefixes and every ``sys.path`` entry of
   ``python -I`` (an editable install's ``src`` included), ``/usr`` and the top-level ``/lib``,
   ``/lib64``, ``/bin`` (symlinks where the machine has merged ``/usr``);
-- the Event Log's own files, read-only (never the store folder around them);
+- for the memory reader only (never the worker), the Event Log's own files, read-only (never
+  the store folder around them);
 - a read-only minimal ``/dev`` (``null``, ``zero``, ``full``, ``random``, ``urandom``, ``tty``) and
   a read-only ``/proc`` of the new PID namespace;
 - the scratch folder, read-write.
