@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -80,28 +81,34 @@ def test_a_thread_left_by_an_earlier_cell_cannot_call_tools(shared: Session) -> 
     assert _calls(shared.log, start) == [cell]  # only the current cell's own thread's call
 
 
+def _threads(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
 def test_a_thread_calling_between_cells_is_refused_in_the_worker(shared: Session) -> None:
     # Between cells nothing may reach the host: a frame then would be a protocol violation.
-    # The thread reports through a FIFO in scratch, so the next cell starts once it is done.
+    # The next cell starts only once the thread has ended (the host sees the worker's threads).
     kernel, start = shared.kernel, shared.log.last_seq()
-    fifo = shared.root / "scratch" / "between"
-    os.mkfifo(fifo)
+    pid = kernel.pid or 0
+    before = _threads(pid)
     kernel.run_cell(
-        "import gc, threading\n"
+        "import gc, threading\noutcome = []\n"
         "w = next(o for o in gc.get_objects() if type(o).__name__ == 'Worker')\n"
         "def after_the_cell():\n"
         "    while w.cell_id is not None:\n        threading.Event().wait(0.001)\n"
-        "    with open('between', 'w') as report:\n"
-        "        for call in (lambda: lookup('x'), lambda: ms.search('adoption')):\n"
-        "            try:\n                call()\n            except Exception as e:\n"
-        "                print(f'{type(e).__name__}: {e}', file=report)\n"
+        "    for call in (lambda: lookup('x'), lambda: ms.search('adoption')):\n"
+        "        try:\n            call()\n        except Exception as e:\n"
+        "            outcome.append(f'{type(e).__name__}: {e}')\n"
         "between = threading.Thread(target=after_the_cell)\nbetween.start()"
     )
-    outcome = fifo.read_text().splitlines()
+    deadline = time.monotonic() + 30
+    while _threads(pid) > before and time.monotonic() < deadline:
+        time.sleep(0.01)  # polls for the thread's end, the condition the next cell needs
+    result = kernel.run_cell("between.join()\nfor line in outcome:\n    print(line)")
+    assert not result.namespace_lost, result.error
+    outcome = result.stdout.splitlines()
     assert outcome[0].startswith("ToolCallError: lookup() was called while no cell was running")
     assert outcome[1].startswith("RuntimeError: ms.search was called while no cell was running")
-    result = kernel.run_cell("between.join()\nprint('joined')")
-    assert result.stdout == "joined\n" and not result.namespace_lost, result.error
     assert _calls(shared.log, start) == []
 
 
