@@ -48,7 +48,7 @@ CALLS: list[tuple[str, dict[str, Any], bool, str]] = [
     ("ms_sql_query", {"sql": "SELECT length(randomblob(300000000)) AS n"}, False, "too big"),
     ("ms_sql_query", {"sql": "DELETE FROM hist.conversation_history"}, False, "read-only"),
     ("ms_sql_query", {"sql": "SELECT ?"}, False, "matching parameters"),
-    ("ms_sql_query", {"sql": None}, False, "read-only"),
+    ("ms_sql_query", {"sql": None}, False, "does not start an SQL statement"),
     ("ms_sql_query", {"sql": "SELECT count(*) AS n FROM hist.conversation_history"}, True, '"n"'),
     ("ms_expand", {"lo": 1, "hi": 10**30}, True, '"seq": 5'),
     ("ms_expand", {"lo": -(10**30), "hi": 2}, True, '"seq": 2'),

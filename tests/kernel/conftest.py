@@ -13,37 +13,15 @@ test module may use them.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from kernel_helpers import Session, open_session
+from kernel_helpers import SandboxVariant, Session, open_session
 
 from needs import missing
-from scrollctx.kernel import SandboxPolicy
 from scrollctx.kernel._landlock import abi_version
 
 MAX_ABI = 7
-
-
-@dataclass(frozen=True)
-class SandboxVariant:
-    """One sandbox configuration; ``landlock_abi`` is ``None`` for "no Landlock"."""
-
-    name: str
-    landlock_abi: int | None
-
-    @property
-    def has_landlock(self) -> bool:
-        """Whether Landlock confines the worker in this variant."""
-        return self.landlock_abi is not None
-
-    def policy(self, **changes: Any) -> SandboxPolicy:
-        """The policy of this variant, with ``changes`` (e.g. ``limits=``) applied."""
-        if self.landlock_abi is None:
-            return SandboxPolicy("best-effort", unavailable=frozenset({"landlock"}), **changes)
-        return SandboxPolicy(landlock_abi=self.landlock_abi, **changes)
 
 
 VARIANTS = [SandboxVariant(f"abi{n}", n) for n in range(1, MAX_ABI + 1)]

@@ -12,8 +12,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from scrollctx.kernel import CellResult, Kernel
+from scrollctx.kernel import CellResult, Kernel, SandboxPolicy
 from scrollctx.log import EventLog, Kind, NewEvent
 
 SEED_TEXTS = [
@@ -30,6 +31,25 @@ def seed(log: EventLog) -> None:
         NewEvent(session_id="seed", kind=Kind.CONVERSATION, content=text, role="user")
         for text in SEED_TEXTS
     )
+
+
+@dataclass(frozen=True)
+class SandboxVariant:
+    """One sandbox configuration; ``landlock_abi`` is ``None`` for "no Landlock"."""
+
+    name: str
+    landlock_abi: int | None
+
+    @property
+    def has_landlock(self) -> bool:
+        """Whether Landlock confines the worker in this variant."""
+        return self.landlock_abi is not None
+
+    def policy(self, **changes: Any) -> SandboxPolicy:
+        """The policy of this variant, with ``changes`` (e.g. ``limits=``) applied."""
+        if self.landlock_abi is None:
+            return SandboxPolicy("best-effort", unavailable=frozenset({"landlock"}), **changes)
+        return SandboxPolicy(landlock_abi=self.landlock_abi, **changes)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 from kernel_helpers import (
     WORKER,
+    SandboxVariant,
     Session,
     assert_host_unharmed,
     assert_only_restart_logged,
@@ -36,7 +37,6 @@ from kernel_helpers import (
     open_session,
 )
 
-from conftest import SandboxVariant
 from needs import missing
 from scrollctx.kernel import CellResult, Kernel, Limits, SandboxPolicy, render_observation
 from scrollctx.kernel._namespace import worker_reads

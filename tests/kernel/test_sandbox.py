@@ -185,9 +185,10 @@ def test_the_landlock_abi_cap_really_weakens_landlock(
     tmp_path: Path, abi: int, truncated: bool
 ) -> None:
     # The test-only knob is real: at ABI 2 (Debian 12's kernels) Landlock does not control
-    # truncation, so with the namespaces layer off a readable file outside scratch can be
-    # emptied; from ABI 3 it cannot. (Strict needs the namespaces layer for this reason.)
-    policy = SandboxPolicy("best-effort", unavailable=frozenset({"namespaces"}), landlock_abi=abi)
+    # truncation, so with Landlock alone (the namespaces layer and seccomp's truncate entry
+    # off) a readable file outside scratch can be emptied; from ABI 3 it cannot.
+    alone = frozenset({"namespaces", "seccomp"})
+    policy = SandboxPolicy("best-effort", unavailable=alone, landlock_abi=abi)
     session = open_session(tmp_path, sandbox=policy)
     try:
         victim = session.log.path.parent / "payloads" / "victim.bin"
