@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import select
+import signal
 import socket
+import sysconfig
 import time
 from pathlib import Path
 
@@ -48,6 +52,22 @@ def test_strict_refuses_cells_when_a_layer_is_missing(tmp_path: Path, layer: str
     finally:
         session.kernel.close()
         session.log.close()
+
+
+def test_a_worker_revived_where_a_layer_no_longer_holds_is_refused(own: Session) -> None:
+    # The worker ended between cells, and its replacement boots where a layer is gone (here:
+    # the policy now treats Landlock as missing): the host refuses the cell, it never runs.
+    assert own.kernel.run_cell("print(1)").stdout == "1\n"
+    own.kernel.policy = SandboxPolicy(unavailable=frozenset({"landlock"}))
+    pid = own.kernel.pid or 0
+    exited = os.pidfd_open(pid)  # readable once the process has ended
+    os.kill(pid, signal.SIGKILL)
+    select.select([exited], [], [], 10)
+    os.close(exited)
+    result = own.kernel.run_cell("open('pwned', 'w').write('x')")
+    assert result.refused and result.namespace_lost and result.error is not None
+    assert "landlock (unavailable" in result.error
+    assert own.kernel.pid is None and not (own.root / "scratch" / "pwned").exists()
 
 
 def test_opt_out_off_is_logged_and_shown_in_every_observation(tmp_path: Path) -> None:
@@ -201,3 +221,24 @@ def test_the_landlock_abi_cap_really_weakens_landlock(
     finally:
         session.kernel.close()
         session.log.close()
+
+
+def test_seccomp_refuses_a_truncating_read_only_open_below_landlock_abi_3(tmp_path: Path) -> None:
+    # Below ABI 3, Landlock lets a file it grants for reading be opened O_RDONLY | O_TRUNC, which
+    # empties it: without the namespaces layer (best-effort where bwrap is missing) the
+    # interpreter's own files were open to this. seccomp refuses such an open (EPERM).
+    policy = SandboxPolicy("best-effort", unavailable=frozenset({"namespaces"}), landlock_abi=2)
+    victim = Path(sysconfig.get_paths()["purelib"]) / f"scrollctx-test-victim-{os.getpid()}.txt"
+    victim.write_bytes(b"keep")
+    try:
+        with Kernel(scratch=tmp_path / "scratch", sandbox=policy) as kernel:
+            cell = (
+                f"import os\ntry:\n    os.open({str(victim)!r}, os.O_RDONLY | os.O_TRUNC)\n"
+                "except OSError as exc:\n    print(exc.errno)\n"
+                f"print(open({str(victim)!r}).read())"
+            )
+            result = kernel.run_cell(cell)
+        assert result.stdout == f"{errno.EPERM}\nkeep\n", result.error
+        assert victim.read_bytes() == b"keep"
+    finally:
+        victim.unlink()

@@ -18,8 +18,11 @@ filter meeting a foreign architecture at run time kills the process). The filter
   pid, past the kill filter), ``inotify_*`` and ``fanotify_*`` (instances are counted per uid,
   so a loop exhausts them for every process of the host's user; watches see names in folders
   Landlock denies);
-- returns ``EPERM`` for ``truncate`` by path (Landlock controls truncation only from ABI 3;
-  ``ftruncate`` of a file opened for writing stays allowed);
+- returns ``EPERM`` for ``truncate`` by path and for an ``open``/``openat`` that asks for
+  ``O_TRUNC`` on a read-only open (Landlock controls truncation only from ABI 3, and below it a
+  file granted for reading could be emptied either way); ``ftruncate`` of a file opened for
+  writing stays allowed; ``openat2``, whose flags sit behind a pointer the filter cannot read,
+  returns ``ENOSYS`` (glibc and Python never call it);
 - returns ``EPERM`` for ``prctl(PR_SET_PDEATHSIG)`` and ``prctl(PR_SET_DUMPABLE)``: the worker
   dies with its host, and the host keeps reading its ``/proc`` entries;
 - returns ``EOPNOTSUPP`` for ``fallocate``: blocks it reserves are not counted as written, so it
@@ -55,6 +58,7 @@ _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
+_AND_K = 0x54
 _RET_K = 0x06
 
 _DENIED: dict[str, int] = {
@@ -108,6 +112,8 @@ _PRCTL = 157
 _DENIED_PRCTLS = (1, 4)  # PR_SET_PDEATHSIG, PR_SET_DUMPABLE
 _FALLOCATE = 285
 _PRLIMIT64 = 302  # allowed only as a read (new_limit == NULL), so getrlimit keeps working
+_OPEN, _OPENAT, _OPENAT2 = 2, 257, 437
+_TRUNCATING_READ = (os.O_TRUNC | os.O_ACCMODE, os.O_TRUNC | os.O_RDONLY)  # (mask, value)
 
 
 class _SockFilter(ctypes.Structure):
@@ -135,6 +141,9 @@ def _program(own_pid: int) -> list[_Insn]:
         (_LD_W_ABS, 0, None, None),  # seccomp_data.nr
         (_JGE_K, _X32_BIT, "eperm", None),
         (_JEQ_K, _CLONE3, "enosys", None),
+        (_JEQ_K, _OPENAT2, "enosys", None),
+        (_JEQ_K, _OPEN, "open", None),
+        (_JEQ_K, _OPENAT, "openat", None),
         (_JEQ_K, _CLONE, "clone", None),
         (_JEQ_K, _PRLIMIT64, "prlimit", None),
         (_JEQ_K, _IOCTL, "ioctl", None),
@@ -157,6 +166,14 @@ def _program(own_pid: int) -> list[_Insn]:
         (_LD_W_ABS, 24, None, None),  # low 32 bits of args[1] (the command)
         *((_JEQ_K, command, "eperm", None) for command in _DENIED_FCNTLS),
         (_RET_K, _RET_ALLOW, None, None),
+        "open",
+        (_LD_W_ABS, 24, None, None),  # low 32 bits of args[1] (the flags)
+        (_AND_K, _TRUNCATING_READ[0], None, None),
+        (_JEQ_K, _TRUNCATING_READ[1], "eperm", "allow"),
+        "openat",
+        (_LD_W_ABS, 32, None, None),  # low 32 bits of args[2] (the flags)
+        (_AND_K, _TRUNCATING_READ[0], None, None),
+        (_JEQ_K, _TRUNCATING_READ[1], "eperm", "allow"),
         "prctl",
         (_LD_W_ABS, 16, None, None),  # low 32 bits of args[0] (the option)
         *((_JEQ_K, option, "eperm", None) for option in _DENIED_PRCTLS),
@@ -221,5 +238,5 @@ def install_filter() -> str:
         raise OSError(err, f"prctl(SET_SECCOMP) failed: {os.strerror(err)}")
     return (
         f"{len(insns)} instructions; fork/exec/sockets/ptrace/setrlimit, signal owners, "
-        "inotify and fallocate denied"
+        "inotify, truncation by path or read-only open and fallocate denied"
     )
