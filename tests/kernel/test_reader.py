@@ -9,7 +9,10 @@ lets the query through.
 from __future__ import annotations
 
 import os
+import select
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +23,14 @@ from kernel_helpers import Session, open_session
 from scrollctx.errors import QueryError
 from scrollctx.kernel import Kernel, MemoryReader, ReaderLimits, SandboxPolicy
 from scrollctx.log import EventLog, Kind, NewEvent
-from scrollctx.surface import Budgets, MemorySurface, RemoteSurface, open_surface
+from scrollctx.surface import (
+    Budgets,
+    Encoder,
+    MemorySurface,
+    RemoteSurface,
+    embed_pending,
+    open_surface,
+)
 from scrollctx.surface._filters import Binding
 
 _MIB = 1024**2
@@ -70,10 +80,10 @@ _CELL_CALLS = [
 ]
 
 
-def _probe(ms: object) -> str:
-    """Run every call of ``_CELL_CALLS`` on ``ms``; return one line per outcome."""
+def _probe(ms: object, calls: list[str] = _CELL_CALLS) -> str:
+    """Run every call of ``calls`` on ``ms``; return one line per outcome."""
     lines = []
-    for call in _CELL_CALLS:
+    for call in calls:
         try:
             value = eval(call, {"ms": ms})  # noqa: S307 - the fixed calls above
         except Exception as exc:  # noqa: BLE001 - the outcome is what is compared
@@ -100,6 +110,42 @@ def test_ms_in_a_cell_answers_exactly_as_in_process(shared: Session) -> None:
 def test_blobs_cross_as_bytes(shared: Session) -> None:
     result = shared.kernel.run_cell("v = ms.sql_query(\"SELECT x'00ff10' AS b\")[0]['b']\nv")
     assert result.stdout == "b'\\x00\\xff\\x10'\n"
+
+
+_SEMANTIC_TEXTS = [
+    "I can't stand cilantro, it tastes like soap to me.",
+    "We adopted a rescue greyhound named Pixel last spring.",
+    "The deploy failed because the TLS certificate expired.",
+    "Sprint planning moved to Thursday mornings at nine.",
+]
+_MODE_CALLS = [
+    f"ms.search({question!r}, k=3, mode={mode!r})"
+    for question in ("which herb do I dislike", "the dog we adopted")
+    for mode in ("bm25", "semantic", "hybrid", None)
+] + ["ms.search('herb', mode='dense')"]
+
+
+def test_every_search_mode_answers_in_a_cell_as_in_process(
+    tmp_path: Path, semantic_encoder: Encoder
+) -> None:
+    # mode= crosses to the reader, which loads the encoder inside its own sandbox: each mode
+    # ranks, fuses and notes exactly as in-process (a hit says which channel found it).
+    log = EventLog.open(tmp_path / "store" / "history.db")
+    log.append_many(
+        NewEvent(session_id="s", kind=Kind.CONVERSATION, role="user", content=text)
+        for text in _SEMANTIC_TEXTS
+    )
+    embed_pending(log, semantic_encoder)
+    source = Path(__file__).read_text()
+    probe = source[source.index("_CELL_CALLS = [") : source.index("def test_ms_in_a_cell")]
+    with Kernel(event_log=log, session_id="s", scratch=tmp_path / "scratch") as kernel:
+        result = kernel.run_cell(probe + f"print(_probe(ms, {_MODE_CALLS!r}))")
+        with open_surface(log.path, session_id="s") as local:
+            expected = _probe(local, _MODE_CALLS) + "\n"
+    assert result.ok, result.error
+    assert result.stdout == expected
+    assert "'channel': 'semantic'" in expected and "'channel': 'both'" in expected
+    log.close()
 
 
 def test_a_killed_reader_is_replaced_for_the_next_call(shared: Session) -> None:
@@ -276,3 +322,51 @@ def test_in_process_ms_is_unchanged_by_the_reader_options(store: EventLog) -> No
     with open_surface(store.path) as ms:
         assert isinstance(ms, MemorySurface)
         assert ms.sql_query("SELECT length(randomblob(20000000)) AS n")[0]["n"] == 20_000_000
+
+
+_READER_HOST = f"""
+import sys
+from pathlib import Path
+from scrollctx.kernel import MemoryReader, SandboxPolicy
+from scrollctx.surface import Budgets, RemoteSurface
+from scrollctx.surface._filters import Binding
+
+budgets = Budgets(seconds=600)
+policy = SandboxPolicy(sys.argv[2], unavailable=frozenset(sys.argv[3:]))
+reader = MemoryReader(Path(sys.argv[1]), Binding("s"), policy=policy, budgets=budgets)
+reader.wait_ready()
+print(reader.pid, flush=True)
+RemoteSurface(reader.request, Binding("s"), budgets).sql_query({_FOREVER!r})
+"""
+
+
+def _running(pid: int) -> bool:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+
+
+@pytest.mark.parametrize("sandbox", [("strict",), ("best-effort", "namespaces")])
+def test_a_reader_busy_in_a_query_dies_with_its_killed_host(
+    store: EventLog, sandbox: tuple[str, ...]
+) -> None:
+    # Its control pipe closing does not stop a reader inside a 600 s query: its death signal
+    # does. Under strict, bwrap's (--die-with-parent, for bwrap and its child); without the
+    # namespaces layer, the reader's own PR_SET_PDEATHSIG, set before its boot frame. Both
+    # follow the host's spawner thread.
+    command = [sys.executable, "-c", _READER_HOST, str(store.path), *sandbox]
+    host = subprocess.Popen(command, stdout=subprocess.PIPE)
+    assert host.stdout is not None
+    pid = int(host.stdout.readline())
+    exited = os.pidfd_open(pid)
+    try:
+        deadline = time.monotonic() + 30
+        while not (_running(pid) and _running(pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)  # polling the reader's state from outside: it runs the query
+        assert _running(pid), "the reader never started the query"
+        host.kill()
+        host.wait()
+        assert select.select([exited], [], [], 30)[0], "the reader outlived its host"
+    finally:
+        os.close(exited)
+        host.stdout.close()
+        if os.path.exists(f"/proc/{pid}/status"):
+            os.kill(pid, signal.SIGKILL)
