@@ -16,7 +16,10 @@ Run: ``.venv/bin/python benchmarks/bench_kernel.py [--starts 15] [--cells 300] [
    the same store, alternating query by query; queries are the first ``--queries`` LoCoMo
    questions, over a store holding all of LoCoMo (built in a temp folder). ``--repeats`` rounds;
    min/median/max over the rounds of each round's median and of its ratio. The call is also
-   timed inside the cell (the round trip through the reader without the cell's own).
+   timed inside the cell (the round trip through the reader without the cell's own). And the
+   CPU time the searches cost, which scheduling delays on a loaded machine do not inflate:
+   per search, the worker's, the reader's and the host's main threads (``/proc/<pid>/schedstat``,
+   ``time.thread_time``) against the in-process call's (``time.thread_time``).
 4. A bridged tool call (a cell calls a no-op host tool, timed inside the cell; each call is
    logged as two durable events) against a direct in-process call of the same function logged
    with the same two appends, in alternating rounds of 25 (``--calls`` in all); and the bridge
@@ -107,32 +110,48 @@ def bench_cells(kernel: Kernel, cells: int) -> tuple[float, float]:
     return statistics.median(trips), statistics.median(local)
 
 
+def cpu_seconds(pid: int) -> float:
+    """Seconds on a CPU of a process's main thread (from the scheduler, in nanoseconds)."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
 def bench_search(
     kernel: Kernel, db: Path, queries: list[str], repeats: int
-) -> tuple[list[float], list[float], list[float]]:
+) -> tuple[list[float], list[float], list[float], list[float]]:
     """Per round: the median of the cell as the host times it, of the same call in-process,
-    and of the call timed inside the worker."""
+    and of the call timed inside the worker; and the ratio of the CPU time per search of the
+    kernel's three processes to that of the in-process call."""
     ms = open_surface(db)
-    through, local, inside = [], [], []
+    through, local, inside, cpu = [], [], [], []
     kernel.run_cell("import time")
+    worker, reader = kernel.pid, kernel.reader.pid if kernel.reader else None
+    if worker is None or reader is None:
+        raise SystemExit("the kernel has no worker or no memory reader")
     for _ in range(repeats):
         round_through, round_local, round_inside = [], [], []
+        host_cpu = local_cpu = 0.0
+        others = cpu_seconds(worker) + cpu_seconds(reader)
         for query in queries:
             cell = (
                 f"t = time.perf_counter()\nrows = ms.search({query!r}, k=10)\n"
                 "print(time.perf_counter() - t)"
             )
+            started = time.thread_time()
             round_local.append(timed(lambda q=query: ms.search(q, k=10)))  # type: ignore[misc]
+            local_cpu += time.thread_time() - started
             result = kernel.run_cell(cell)
+            host_cpu += time.thread_time() - started
             if not result.ok:
                 raise SystemExit(f"search cell failed: {result.error}")
             round_through.append(result.duration)
             round_inside.append(float(result.stdout))
+        others = cpu_seconds(worker) + cpu_seconds(reader) - others
         through.append(statistics.median(round_through))
         local.append(statistics.median(round_local))
         inside.append(statistics.median(round_inside))
+        cpu.append((host_cpu - local_cpu + others) / local_cpu)
     ms.close()
-    return through, local, inside
+    return through, local, inside, cpu
 
 
 def bench_budgets(kernel: Kernel) -> tuple[float, float, int]:
@@ -238,13 +257,17 @@ def main() -> None:
             print(f"trivial cell round trip  : {trip * 1000:8.3f} ms median  "
                   f"(in-process exec: {local * 1e6:.2f} us; target < 2 ms)")  # fmt: skip
             queries = locomo_questions(args.data, args.queries)
-            through, direct, inside = bench_search(kernel, log.path, queries, args.repeats)
+            through, direct, inside, cpu = bench_search(kernel, log.path, queries, args.repeats)
             ratios = [t / d for t, d in zip(through, direct, strict=True)]
             low, mid, high = spread(ratios)
             print(f"ms.search via kernel     : ratio {mid:.2f}x median (min {low:.2f}x, max "
                   f"{high:.2f}x) of {args.repeats} rounds of {len(queries)} queries; target "
                   f"<= 1.5x; through the kernel {_ms(through)}; in-process {_ms(direct)}; "
                   f"the call timed inside the worker {_ms(inside)}")  # fmt: skip
+            low, mid, high = spread(cpu)
+            print(f"ms.search CPU time       : ratio {mid:.2f}x median (min {low:.2f}x, max "
+                  f"{high:.2f}x): worker + memory reader + host per search, against the "
+                  "in-process call (scheduling delays excluded)")  # fmt: skip
             bridged, logged, plain = bench_tool(kernel, log, args.calls)
             print(f"bridged tool call        : {bridged * 1000:8.3f} ms per call, logged  "
                   f"(direct call + the same 2 durable appends: {logged * 1000:.3f} ms; the "
