@@ -388,7 +388,12 @@ class Kernel:
         interrupted = False
         while True:
             frame = worker.reader.read(deadline, expect=cell_id)
-            if frame is None or time.monotonic() > deadline:
+            overdue = time.monotonic() > deadline
+            if frame is not None and frame.get("op") == "result":
+                # Kept even when it comes late: an ms call the host interrupted at the cell's
+                # deadline ends the cell at once, and its result may beat the host's interrupt.
+                return frame, interrupted or overdue
+            if frame is None or overdue:
                 if interrupted:
                     raise _Killed
                 worker.interrupt()
@@ -396,8 +401,6 @@ class Kernel:
                 deadline = time.monotonic() + self.grace
                 continue
             op = frame.get("op")
-            if op == "result":
-                return frame, interrupted
             answer_by = max(deadline, time.monotonic() + self.grace)
             if op == "tool_call":
                 self._dispatch(worker, frame, cell_id, answer_by)
