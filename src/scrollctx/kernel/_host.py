@@ -405,7 +405,9 @@ class Kernel:
             if op == "tool_call":
                 self._dispatch(worker, frame, cell_id, answer_by)
             elif op == "ms":
-                self._memory(worker, frame, cell_id, deadline, answer_by)
+                if self._memory(worker, frame, cell_id, deadline, answer_by):
+                    interrupted = True  # the host interrupted the cell at its deadline
+                    deadline = time.monotonic() + self.grace
             else:
                 raise ProtocolError(f"unexpected frame op {str(op)[:40]!r} during a cell")
 
@@ -549,13 +551,20 @@ class Kernel:
         cell_id: int,
         cell_deadline: float,
         answer_by: float,
-    ) -> None:
+    ) -> bool:
+        """Answer one ``ms`` call; return whether the cell's deadline passed meanwhile."""
         call, what = frame.get("call"), f"ms.{str(frame.get('method'))[:40]}"
         if self.reader is None:  # a forged call: the worker's ms is unbound and never sends
             body = error_reply(call, RuntimeError("ms is not available in this kernel"))
         else:
             body = self.reader.forward(worker.reader.last_body, call, what, until=cell_deadline)
+        overdue = time.monotonic() > cell_deadline
+        if overdue:
+            # The reader's query was interrupted for the cell's timeout: the cell is too, before
+            # the answer reaches it, so it ends as an interrupted cell, namespace kept.
+            worker.interrupt()
         worker.send(frame_bytes(cell_id, body), max(answer_by, time.monotonic() + self.grace))
+        return overdue
 
     def _log_store_errors(self) -> None:
         # Writes the Event Log refused earlier, recorded now if it works again (else kept).
