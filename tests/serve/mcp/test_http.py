@@ -58,15 +58,18 @@ async def test_a_handshake_session_keeps_its_kernel_until_the_client_ends_it(
 ) -> None:
     with http_server(beam_store, errlog=tmp_path / "err") as (url, server):
         async with http_session(url, mode="legacy") as client:
+            assert not (await call(client, "scroll_sessions")).is_error
+            memory_reader = descendants(server.pid)  # the server's own, for its lifetime
             first = await call(client, "scroll_python", source="x = 41")
             assert first.structured_content["session"] is None  # the MCP session is the key
             second = await call(client, "scroll_python", source="print(x + 1)")
             assert text(second).startswith("stdout:\n42")
-            kernel = descendants(server.pid)
-            assert kernel
+            kernel = descendants(server.pid) - memory_reader
+            assert kernel and memory_reader
         # Leaving the client sends DELETE for its session: the kernel stops, the server stays.
         await eventually(lambda: not any(alive(pid) for pid in kernel), "the kernel to stop")
         assert server.poll() is None
+        assert all(alive(pid) for pid in memory_reader)
         async with http_session(url, mode="legacy") as again:
             fresh = await call(again, "scroll_python", source="print('x' in dir())")
             assert text(fresh).startswith("stdout:\nFalse")

@@ -5,12 +5,17 @@ No MCP here: the tools (:mod:`._tools`) turn these calls into tool results.
 Invariants:
 
 - every read is a call of the memory surface ``ms`` (the one implementation of search, expand,
-  SQL, budgets, notes and the read-only guard); this module runs no SQL of its own. Calls are
-  serialized on one lock (a surface has one caller at a time) and each returns the notes it
-  produced;
+  SQL, budgets, notes and the read-only guard); this module runs no SQL of its own. That ``ms``
+  is answered by a memory reader process (:class:`~scrollctx.kernel.MemoryReader`, the one the
+  kernel's ``ms`` and the agent's JSON memory tools use, under the server's sandbox policy), so
+  a hostile client's query bomb costs that process, never the server: the call is an error
+  saying what happened and a fresh reader answers the next one. Calls are serialized on one
+  lock (a surface has one caller at a time) and each returns the notes it produced;
 - a read-only server opens no writer at all: nothing it does can write the store (so it serves
   a store folder; a shared ``postgresql://`` store is served through a writer, whose local
-  replica each read brings up to date first);
+  replica each read brings up to date first). It holds the log open read-only instead, which
+  keeps the database's ``-wal`` and ``-shm`` files in place: the reader, confined to the
+  store's existing files, could not create them;
 - ``append`` writes only the event kinds an agent's own memory is made of (never the kinds
   Scroll keeps for itself, such as ``eviction_index`` or ``system``), and is idempotent by the
   client's key; ``ingest`` reads only regular files whose real path (symlinks resolved) lies
@@ -30,8 +35,10 @@ from typing import Any, TypeVar
 from scrollctx.config import Config
 from scrollctx.errors import ConfigError, StoreError, UsageError
 from scrollctx.ingest import ingest_path
-from scrollctx.log import EventStore, Kind, NewEvent, open_store
-from scrollctx.surface import MemorySurface, open_surface
+from scrollctx.kernel import MemoryReader, SandboxPolicy, resolve_policy
+from scrollctx.log import EventLog, EventStore, Kind, NewEvent, open_store
+from scrollctx.surface import Budgets, MemorySurface, RemoteSurface
+from scrollctx.surface._filters import Binding
 
 __all__ = ["APPEND_KINDS", "Appended", "Memory"]
 
@@ -58,16 +65,25 @@ class Memory:
         config: the store (a folder, or a ``postgresql://`` URL and this host's replica).
         read_only: open no writer; :meth:`append` and :meth:`ingest` refuse.
         ingest_dirs: the folders :meth:`ingest` may read from (none: it refuses).
+        sandbox: the memory reader's sandbox policy (the kernel's: strict fails closed).
     """
 
     def __init__(
-        self, config: Config, *, read_only: bool = False, ingest_dirs: Sequence[Path] = ()
+        self,
+        config: Config,
+        *,
+        read_only: bool = False,
+        ingest_dirs: Sequence[Path] = (),
+        sandbox: str | SandboxPolicy = "strict",
     ) -> None:
         self.config = config
         self.db_path = config.db_path
         self.read_only = read_only
         self.ingest_dirs = tuple(Path(d).expanduser().resolve() for d in ingest_dirs)
+        self.policy = resolve_policy(sandbox)
         self.log: EventStore | None = None
+        self._held: EventLog | None = None
+        self.reader: MemoryReader | None = None
         self._ms: MemorySurface | None = None
         self._lock = threading.Lock()
 
@@ -89,28 +105,37 @@ class Memory:
                 f"no store at {self.db_path.parent} (no {self.db_path.name}); a --read-only "
                 "server serves an existing store: import into it first (scroll ingest)"
             )
-        if not self.read_only:
+        if self.read_only:
+            self._held = EventLog.open_read_only(self.db_path)
+        else:
             self.log = open_store(self.config)
             self.log.refresh()  # a shared store's replica must exist before ms opens it
-        self._ms = open_surface(self.db_path)
+        unbound = Binding()  # a server reads every session, as `ms` with all_agents=True
+        self.reader = MemoryReader(self.db_path.resolve(), unbound, policy=self.policy)
+        self.reader.start()
+        self._ms = RemoteSurface(self.reader.request, unbound, Budgets())
 
     def close(self) -> None:
-        """Close the surface and the log."""
-        if self._ms is not None:
-            self._ms.close()
-            self._ms = None
-        if self.log is not None:
-            self.log.close()
-            self.log = None
+        """Stop the memory reader and close the log."""
+        self._ms = None
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+        for log in (self.log, self._held):
+            if log is not None:
+                log.close()
+        self.log = self._held = None
 
     def read(self, call: Callable[[MemorySurface], T]) -> tuple[T, list[str]]:
         """Run one ``ms`` call; return its value and the notes it produced."""
         with self._lock:
-            ms = self._ms
-            if ms is None:
+            ms, reader = self._ms, self.reader
+            if ms is None or reader is None:
                 raise StoreError("the store is not open (the server is shutting down)")
             if self.log is not None:
                 self.log.refresh()  # a shared store: every host's newest rows first
+            if reader.wait_ready() is None:
+                raise StoreError(f"the store cannot be read: {reader.state}{_opt_out(reader)}")
             ms.drain_notes()
             value = call(ms)
             return value, ms.drain_notes()
@@ -174,3 +199,8 @@ class Memory:
         if not real.is_file():
             raise UsageError(f"{path} is not a file in {folders}; pass one transcript file")
         return real
+
+
+def _opt_out(reader: MemoryReader) -> str:
+    refused = reader.status is not None and not reader.status.holds
+    return "; the operator opts out with `scroll mcp --sandbox best-effort`" if refused else ""

@@ -64,8 +64,9 @@ class Door:
         """The one session of a stdio server (each server process is a new client session)."""
         self.read_only = options.read_only
         self.memory = Memory(
-            options.config, read_only=options.read_only, ingest_dirs=options.ingest_dirs
-        )
+            options.config, read_only=options.read_only, ingest_dirs=options.ingest_dirs,
+            sandbox=options.sandbox,
+        )  # fmt: skip
         self.kernels = KernelRegistry(
             self._kernel, "mcp", idle_timeout=options.idle_timeout,
             max_kernels=options.max_kernels,
