@@ -85,11 +85,13 @@ def test_other_sqlite_database_is_not_taken_over(store_dir: Path) -> None:
         conn.execute(f"CREATE TABLE {name} (id INTEGER)")
     conn.commit()
     conn.close()
+    before = path.read_bytes()
     # The message names the first five tables in order, enough to recognise the database.
     with pytest.raises(
         IntegrityError, match=r"not a scrollctx store \(tables: a, b, clients, invoices, m\);"
     ):
         EventLog.open(path)
+    assert path.read_bytes() == before  # refused untouched: not even switched to WAL
 
 
 def test_torn_database_page_fails_quick_check(store_dir: Path) -> None:

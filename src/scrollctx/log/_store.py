@@ -158,7 +158,6 @@ class EventLog:
                 f"{path} is not a usable Event Log: {exc}", path=str(path)
             ) from exc
         try:
-            _reject_foreign(conn, path)
             use_fts5 = fts5_available(conn) if fts5 is None else fts5
             apply_migrations(conn, fts5=use_fts5)
             log = cls(
@@ -535,6 +534,7 @@ def _connect(path: Path, lock_timeout: float) -> sqlite3.Connection:
     try:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {int(lock_timeout * 1000)}")
+        _reject_foreign(conn, path)  # before the WAL switch, which rewrites the file's header
         mode = _enable_wal(conn, time.monotonic() + lock_timeout)
         if str(mode).lower() != "wal":
             raise sqlite3.DatabaseError(f"could not switch {path} to WAL (journal_mode={mode})")
