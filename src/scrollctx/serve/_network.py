@@ -3,13 +3,16 @@
 Shared by the HTTP doors (``scroll mcp --http``, ``scroll serve``). Security model: an address
 that is not loopback is refused unless a token is set (:func:`check_bind`), so nobody serves a
 store to the network by accident; with a token, every request must carry it
-(:class:`TokenGuard`), compared in constant time, or get 401 before it reaches the door.
+(:class:`TokenGuard`), compared in constant time, or get 401 before it reaches the door. Without
+a token (loopback only), a request must name a loopback host in its ``Host`` header or get 421:
+a web page whose name an attacker points at 127.0.0.1 (DNS rebinding) cannot drive the door.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import socket
 from collections.abc import Iterable
 
@@ -64,7 +67,8 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 class TokenGuard:
-    """ASGI middleware: with a token, a request without it gets 401 and goes no further.
+    """ASGI middleware: with a token, a request without it gets 401 and goes no further;
+    without one, a request whose ``Host`` is not loopback gets 421 (DNS rebinding).
 
     The token is accepted as ``Authorization: Bearer <token>`` and, for clients that send
     their key that way (the Anthropic SDK), as any of ``also`` headers (``x-api-key``).
@@ -76,17 +80,33 @@ class TokenGuard:
         self.also = tuple(name.lower().encode() for name in also)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.expected is None or self._allowed(scope, self.expected):
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
-            return
-        body = b'{"error": {"message": "unauthorized: send Authorization: Bearer <token>"}}'
-        await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-            (b"content-length", str(len(body)).encode())]})  # fmt: skip
-        await send({"type": "http.response.body", "body": body})
+        elif self.expected is None and not _names_loopback(scope):
+            await _refuse(send, 421, "this server answers loopback host names only")
+        elif self.expected is None or self._allowed(scope, self.expected):
+            await self.app(scope, receive, send)
+        else:
+            await _refuse(send, 401, "unauthorized: send Authorization: Bearer <token>")
 
     def _allowed(self, scope: Scope, expected: bytes) -> bool:
         headers = dict(scope.get("headers") or [])
         if hmac.compare_digest(headers.get(b"authorization", b""), b"Bearer " + expected):
             return True
         return any(hmac.compare_digest(headers.get(name, b""), expected) for name in self.also)
+
+
+def _names_loopback(scope: Scope) -> bool:
+    """Whether the request's ``Host`` header names this machine (its port aside)."""
+    host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
+    name = host.rsplit(":", 1)[0] if host.count(":") == 1 or host.startswith("[") else host
+    return is_loopback(name)
+
+
+async def _refuse(send: Send, status: int, message: str) -> None:
+    body = json.dumps({"error": {"message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

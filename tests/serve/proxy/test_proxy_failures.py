@@ -189,3 +189,18 @@ def test_with_a_token_every_request_must_carry_it(
     assert proxy.openai(api_key=token).chat.completions.create(model="m", messages=QUESTION)
     anthropic_server_free = httpx2.get(f"{proxy.url}/v1/models", headers={"x-api-key": token})
     assert anthropic_server_free.status_code == 200
+
+
+def test_without_a_token_a_request_naming_another_host_is_refused(
+    openai_server: ScriptedOpenAIServer, openai_proxy: Any
+) -> None:
+    # DNS rebinding: a web page at attacker.example, its name pointed at 127.0.0.1, sends its
+    # own Host; refused before the door, so nothing is logged and the upstream is never called.
+    for host in ("attacker.example", "attacker.example:8787", "10.0.0.1"):
+        response = httpx2.post(f"{openai_proxy.url}/v1/chat/completions", headers={"Host": host},
+                               json={"model": "m", "messages": QUESTION})  # fmt: skip
+        assert response.status_code == 421, host
+    assert openai_server.requests == []
+    assert _user_turns(openai_proxy) == []
+    openai_server.enqueue_text("Hello.")
+    assert openai_proxy.openai().chat.completions.create(model="m", messages=QUESTION)
