@@ -100,13 +100,20 @@ def big_blob(size: int) -> str:
     return "b" * size
 
 
-def open_session(root: Path, **options: object) -> Session:
-    """Create a seeded store under ``root`` and start a kernel on it."""
+def open_session(root: Path, *, start_reader: bool = True, **options: object) -> Session:
+    """Create a seeded store under ``root`` and start a kernel on it.
+
+    ``start_reader``: also start the memory reader now (the kernel starts it on the first ``ms``
+    call, and logs that start): attacks compare the log before and after a cell, and the
+    reader's start event is not the attack's doing.
+    """
     log = EventLog.open(root / "store" / "history.db")
     seed(log)
     options.setdefault("tools", [lookup, explode, big_blob])
     kernel = Kernel(event_log=log, session_id="k1", scratch=root / "scratch", **options)  # type: ignore[arg-type]
-    kernel.start()
+    status = kernel.start()
+    if start_reader and kernel.reader is not None and status.holds:  # a refused kernel calls no ms
+        kernel.reader.wait_ready()
     return Session(log, kernel, root)
 
 

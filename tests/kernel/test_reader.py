@@ -22,6 +22,7 @@ from kernel_helpers import Session, open_session
 
 from scrollctx.errors import QueryError
 from scrollctx.kernel import Kernel, MemoryReader, ReaderLimits, SandboxPolicy
+from scrollctx.kernel._reader_host import NOT_STARTED
 from scrollctx.log import EventLog, Kind, NewEvent
 from scrollctx.surface import (
     Budgets,
@@ -148,8 +149,118 @@ def test_every_search_mode_answers_in_a_cell_as_in_process(
     log.close()
 
 
+def _readers_of_this_host() -> set[int]:
+    """Pids of memory reader processes descending from this test process (read from /proc)."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            parents[int(entry.name)] = int(
+                (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            )
+        except (ValueError, OSError):
+            continue
+    found = set()
+    for pid in parents:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ancestor = parents.get(pid)
+        while ancestor not in (None, 0, 1, os.getpid()):
+            ancestor = parents.get(ancestor)
+        if ancestor == os.getpid() and b"scrollctx.kernel._reader" in command[:4]:
+            found.add(pid)
+    return found
+
+
+def test_the_first_ms_call_in_a_cell_starts_the_reader(tmp_path: Path) -> None:
+    # Kernel.start boots the worker alone: no reader process exists until a cell calls ms.
+    before = _readers_of_this_host()
+    session = open_session(tmp_path, start_reader=False)
+    try:
+        kernel, reader = session.kernel, session.kernel.reader
+        assert reader is not None and kernel.pid is not None
+        assert kernel.run_cell("print(6 * 7)").stdout == "42\n"
+        assert reader.pid is None and reader.status is None
+        assert _readers_of_this_host() == before
+        assert (
+            kernel.ms_state
+            == NOT_STARTED
+            == "not started yet: the memory reader starts on the first ms call"
+        )
+        result = kernel.run_cell("print(len(ms.search('adoption')))")
+        assert result.stdout == "1\n", result.error
+        assert reader.pid is not None and _readers_of_this_host() == before | {reader.pid}
+        assert kernel.ms_state == "bound" and reader.status is not None and reader.status.holds
+        logged = [e for e in session.log.session_events("k1") if "memory_reader" in e.metadata]
+        assert [e.content.split(" (")[0] for e in logged] == [
+            "memory reader started on the first ms call"
+        ]
+        assert kernel.run_cell("print(len(ms.search('adoption')))").stdout == "1\n"
+        assert (
+            len([e for e in session.log.session_events("k1") if "memory_reader" in e.metadata]) == 1
+        )
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_a_reader_whose_layers_do_not_hold_refuses_the_call_naming_the_opt_out(
+    tmp_path: Path,
+) -> None:
+    # The worker's layers hold; the reader's do not (landlock treated as missing for the reader
+    # alone, the documented test knob): strict refuses its first call, and every later one.
+    before = _readers_of_this_host()
+    session = open_session(tmp_path, start_reader=False)
+    try:
+        reader = session.kernel.reader
+        assert reader is not None
+        reader.policy = SandboxPolicy(unavailable=frozenset({"landlock"}))
+        result = session.kernel.run_cell("ms.search('adoption')")
+        assert result.error is not None and not result.refused and not result.namespace_lost
+        assert (
+            "RuntimeError: ms is not available in this kernel: the memory reader's sandbox "
+            "does not hold here: landlock (unavailable" in result.error
+        )
+        assert "opt out explicitly: Kernel(sandbox='best-effort') or 'off'" in result.error
+        assert reader.pid is None and _readers_of_this_host() == before
+        again = session.kernel.run_cell(
+            "try:\n    ms.expand(1)\nexcept RuntimeError as e:\n    print(e)"
+        )
+        assert "does not hold here: landlock" in again.stdout and reader.pid is None
+        refused = [e for e in session.log.session_events("k1") if e.metadata.get("refused")]
+        assert len(refused) == 1 and refused[0].content.startswith(
+            "memory reader refuses to read the store: required sandbox layer(s) not holding: "
+            "landlock"
+        )
+        assert refused[0].metadata["memory_reader"]["layers"]["landlock"]["state"] == "unavailable"
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_a_reader_that_fails_to_start_is_an_observation_of_that_cell(tmp_path: Path) -> None:
+    session = open_session(
+        tmp_path, start_reader=False, reader_limits=ReaderLimits(boot_timeout=0.001)
+    )
+    try:
+        session.kernel.run_cell("kept = 1")
+        result = session.kernel.run_cell("ms.search('adoption')")
+        assert result.error is not None and not result.namespace_lost
+        assert (
+            "RuntimeError: ms is not available in this kernel: the memory reader failed to "
+            "start (it did not report ready in time)" in result.error
+        )
+        assert session.kernel.run_cell("print(kept)").stdout == "1\n"
+        assert session.kernel.reader is not None and session.kernel.reader.pid is None
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
 def test_a_killed_reader_is_replaced_for_the_next_call(shared: Session) -> None:
     reader = shared.kernel.reader
+    assert shared.kernel.run_cell("ms.has_fts5").ok
     assert reader is not None and reader.pid is not None
     first, restarts = reader.pid, reader.restarts
     os.kill(first, signal.SIGKILL)
@@ -164,6 +275,7 @@ def test_a_killed_reader_is_replaced_for_the_next_call(shared: Session) -> None:
 def test_the_reader_is_confined_and_its_layers_are_logged(shared: Session) -> None:
     # Read from the host: the reader's own report could be forged only by our own code.
     reader = shared.kernel.reader
+    assert shared.kernel.run_cell("ms.has_fts5").ok
     assert reader is not None and reader.pid is not None and reader.status is not None
     assert reader.status.holds and {s.state for s in reader.status.layers} == {"ok"}
     status = dict(
@@ -177,8 +289,9 @@ def test_the_reader_is_confined_and_its_layers_are_logged(shared: Session) -> No
         assert os.readlink(f"/proc/{reader.pid}/ns/{namespace}") != os.readlink(
             f"/proc/self/ns/{namespace}"
         )
-    started = [e for e in shared.log.session_events("k1") if e.kind == Kind.SYSTEM][0]
-    assert started.metadata["memory_reader"]["layers"]["landlock"]["state"] == "ok"
+    started = [e for e in shared.log.session_events("k1") if "memory_reader" in e.metadata]
+    assert started[0].kind == Kind.SYSTEM and started[0].content.startswith("memory reader started")
+    assert started[-1].metadata["memory_reader"]["layers"]["landlock"]["state"] == "ok"
 
 
 def test_a_strict_reader_whose_sandbox_does_not_hold_reads_nothing(store: EventLog) -> None:

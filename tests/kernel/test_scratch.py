@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from needs import missing
-from scrollctx.kernel import Kernel, Limits, SandboxPolicy
+from scrollctx.kernel import Kernel, Limits, SandboxPolicy, _scratch
 from scrollctx.kernel._scratch import ScratchTooLarge
 
 
@@ -113,6 +113,37 @@ def test_symlinks_a_cell_plants_never_lead_the_host_outside(tmp_path: Path) -> N
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
     assert sorted(p.name for p in scratch.iterdir()) == ["out", "peek.txt"]
     assert (scratch / "out").is_symlink() and (scratch / "peek.txt").is_symlink()
+
+
+def test_a_file_swapped_for_a_symlink_after_the_walk_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kept scratch folder whose file becomes a symlink between the walk that found it and
+    # the copy (a race another process could win): the copy's own open must not follow it, or
+    # the next kernel would read the host's secret.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("host secret")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "notes.txt").write_text("mine")
+    folder = _scratch._folder
+
+    def swap_then_open(root: int, rel: str, *, create: bool, itself: bool = False) -> int:
+        # The copy opens the file's folder, then the file: the swap lands between walk and open.
+        if rel == "notes.txt" and not create and not (scratch / rel).is_symlink():
+            (scratch / rel).unlink()
+            (scratch / rel).symlink_to(outside / "secret.txt")
+        return folder(root, rel, create=create, itself=itself)
+
+    monkeypatch.setattr(_scratch, "_folder", swap_then_open)
+    with Kernel(scratch=scratch) as kernel:
+        result = kernel.run_cell("import os\nprint(sorted(os.listdir('.')))")
+    assert result.stdout == "[]\n", result.error
+    assert any(n.startswith("scratch path notes.txt was not copied to") for n in result.notes), (
+        result.notes
+    )
+    assert (scratch / "notes.txt").is_symlink()
 
 
 def test_a_folder_larger_than_the_quota_is_a_clear_error(tmp_path: Path) -> None:

@@ -71,6 +71,10 @@ NAMESPACE_LOST = (
     "the worker was restarted, so the namespace was lost: every variable, import and function "
     "from earlier cells is gone; re-create what you need"
 )
+_OPT_OUT = (
+    "opt out explicitly: Kernel(sandbox='best-effort') or 'off' (scroll exec --sandbox "
+    "best-effort|off); the opt-out is logged and shown in every observation"
+)
 _FRAME_OVERHEAD = 4096
 _MAX_COUNT = 2**63
 
@@ -163,11 +167,14 @@ class Kernel:
         self.budgets = budgets or Budgets()
         self.reader = (
             MemoryReader(self.db_path, Binding(session_id, task_id, agent_id), policy=self.policy,
-                         budgets=self.budgets, limits=reader_limits, python=self.python)
+                         budgets=self.budgets, limits=reader_limits, python=self.python,
+                         opt_out=f"To read it without them, {_OPT_OUT}",
+                         on_ready=self._reader_ready)
             if self.db_path is not None
             else None
         )  # fmt: skip
-        """The memory reader that answers this kernel's ``ms`` (None: no Event Log bound)."""
+        """The memory reader that answers this kernel's ``ms`` (None: no Event Log bound); it
+        starts on the first ``ms`` call, not with the worker."""
         self.frame_limit = max(
             result_frame_limit(stdout_cap, stderr_cap), max_tool_input + _FRAME_OVERHEAD
         )
@@ -211,7 +218,12 @@ class Kernel:
 
     @property
     def ms_state(self) -> str:
-        """``bound`` when ``ms`` reads the store; otherwise why it does not."""
+        """``bound`` when ``ms`` reads the store; otherwise why it does not.
+
+        Until the first ``ms`` call starts the memory reader, it is ``NOT_STARTED`` ("not started
+        yet: ..."): whether the store opens, and whether the reader's layers hold, is known only
+        then (the answer is logged as a ``system`` event, and this property tells it after).
+        """
         if self.reader is None:
             return "no Event Log bound (the kernel was started without one)"
         return self.reader.state
@@ -247,8 +259,6 @@ class Kernel:
             namespaces=namespace_request(self.policy, None),  # no store in its file system
         )
         worker.reader.max_size = self.frame_limit
-        if self.reader is not None:
-            self.reader.start()  # boots beside the worker
         try:
             ready = self._handshake(worker)
             layers = worker.accept_ready(ready.get("layers"))
@@ -265,11 +275,15 @@ class Kernel:
         worker.set_busy(False)
         if not status.holds:
             self._discard()  # fail closed: no unconfined worker is left running
-        elif self.reader is not None:
-            self.reader.wait_ready()
-        reader_status = self.reader.status if self.reader is not None else None
-        self._journaled(self.journal.sandbox, status, reason, reader_status)
+        self._journaled(self.journal.sandbox, status, reason)
         return status
+
+    def _reader_ready(self, status: SandboxStatus) -> None:
+        # Each memory reader that reports ready (the first ms call's, then each replacement)
+        # is logged with its layers, as a worker start is.
+        first = self.reader is None or self.reader.restarts == 0
+        reason = "started on the first ms call" if first else "restarted"
+        self._journaled(self.journal.memory_reader, status, reason)
 
     def _journaled(self, write: Callable[..., Any], *args: Any) -> None:
         # A kernel event the Event Log refuses (locked, full) is noted, never raised: the
@@ -477,9 +491,7 @@ class Kernel:
         return CellResult(
             error=(
                 f"cell refused: the sandbox profile {self.policy.profile!r} requires layers that "
-                f"do not hold here: {missing}. Nothing ran. To run without them, opt "
-                "out explicitly: Kernel(sandbox='best-effort') or 'off' (scroll exec --sandbox "
-                "best-effort|off); the opt-out is logged and shown in every observation. "
+                f"do not hold here: {missing}. Nothing ran. To run without them, {_OPT_OUT}. "
                 "Run 'scroll kernel doctor' to see which layers this machine offers."
             ),
             refused=True,

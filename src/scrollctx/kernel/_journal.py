@@ -3,7 +3,9 @@
 Every worker start or restart is one ``system`` event (kept out of full-text search) carrying each
 layer's status in ``metadata.sandbox``. An opt-out profile adds one searchable ``system`` event per
 kernel (``metadata.opt_out``); a strict kernel that refuses cells adds one (``metadata.refused``).
-The memory reader's layers ride along in ``metadata.memory_reader``. A bridged tool call is a
+Each memory reader start (on the kernel's first ``ms`` call, and each replacement) is one
+``system`` event too, its layers in ``metadata.memory_reader``; a strict reader that refuses to
+read the store adds one (``metadata.refused``). A bridged tool call is a
 ``tool_call`` event written *before* the tool runs, then a ``tool_result`` event with the whole
 result as JSON (the log externalizes large ones). Writes the log refused during a cell (locked,
 full) are recorded later as one ``system`` event (``metadata.store_errors``). With no Event Log
@@ -85,14 +87,9 @@ class KernelJournal:
             metadata={"store_errors": failures[:50], "cell": cell},
         )
 
-    def sandbox(
-        self, status: SandboxStatus, reason: str, reader: SandboxStatus | None = None
-    ) -> None:
-        """Record a worker start: its layers (and the memory reader's), an opt-out (once), a
-        refusal."""
+    def sandbox(self, status: SandboxStatus, reason: str) -> None:
+        """Record a worker start: its layers, an opt-out (once), a refusal."""
         meta: dict[str, Any] = {"kernel": reason, "sandbox": status.to_dict()}
-        if reader is not None:
-            meta["memory_reader"] = reader.to_dict()
         self._append(
             Kind.SYSTEM,
             f"kernel worker {reason} (sandbox {status.profile}: {status.summary()})",
@@ -114,6 +111,27 @@ class KernelJournal:
             self._append(
                 Kind.SYSTEM,
                 f"kernel refuses cells: required sandbox layer(s) not holding: {missing}",
+                name="kernel",
+                metadata={**meta, "refused": True},
+            )
+
+    def memory_reader(self, status: SandboxStatus, reason: str) -> None:
+        """Record a memory reader start: its layers, and its refusal if they do not hold."""
+        meta: dict[str, Any] = {"kernel": f"memory reader {reason}",
+                                "memory_reader": status.to_dict()}  # fmt: skip
+        self._append(
+            Kind.SYSTEM,
+            f"memory reader {reason} (sandbox {status.profile}: {status.summary()})",
+            name="kernel",
+            metadata=meta,
+            searchable=False,
+        )
+        if not status.holds:
+            missing = ", ".join(s.name for s in status.missing)
+            self._append(
+                Kind.SYSTEM,
+                f"memory reader refuses to read the store: required sandbox layer(s) not "
+                f"holding: {missing}; ms is unavailable in this kernel",
                 name="kernel",
                 metadata={**meta, "refused": True},
             )

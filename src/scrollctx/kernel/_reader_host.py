@@ -1,14 +1,18 @@
 """The host's side of a memory reader: start it, broker calls to it, replace it when it fails.
 
-:class:`MemoryReader` owns one reader process (:mod:`scrollctx.kernel._reader`). It starts it
-without waiting (so it boots while the worker boots), waits for its ``ready`` on first use, and
-then forwards each call as bytes: a call's body goes out unchanged under a fresh request id,
-and the reply's header is checked (its id, its size) before the body is handed back, still
-undecoded. Per call it enforces a deadline (the surface's time budget plus ``grace``; earlier,
-SIGINT when the caller's own deadline passes), and a reader that misses it, dies, or breaks the
-protocol is killed; the call gets an error that says what happened and what to do, and the next
-call starts a fresh reader. Under the strict profile a reader whose sandbox layers do not all
-hold is stopped and every call is refused (fail closed).
+:class:`MemoryReader` owns one reader process (:mod:`scrollctx.kernel._reader`). A kernel starts
+it on the first ``ms`` call (most cells never call ``ms``, and a start beside the worker's would
+sit on the kernel's start path); :meth:`MemoryReader.start` returns at once and the first call
+waits for the reader's ``ready``, so the reader's sandbox self-test holds before it answers
+anything. Calls are then forwarded as bytes: a call's body goes out unchanged under a fresh
+request id, and the reply's header is checked (its id, its size) before the body is handed
+back, still undecoded. Per call it enforces a deadline (the surface's time budget plus
+``grace``; earlier, SIGINT when the caller's own deadline passes), and a reader that misses it,
+dies, or breaks the protocol is killed; the call gets an error that says what happened and what
+to do, and the next call starts a fresh reader. A reader that cannot be started at all is the
+same: an error for the call, and another try on the next. Under the strict profile a reader
+whose sandbox layers do not all hold is stopped and every call is refused (fail closed), with
+the opt-out named.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +36,10 @@ from scrollctx.surface import Budgets
 from scrollctx.surface._filters import Binding
 from scrollctx.surface._remote import error_reply
 
-__all__ = ["MemoryReader", "ReaderLimits"]
+__all__ = ["NOT_STARTED", "MemoryReader", "ReaderLimits"]
+
+NOT_STARTED = "not started yet: the memory reader starts on the first ms call"
+""":attr:`MemoryReader.state` until a call needs the reader."""
 
 _MODULE = "scrollctx.kernel._reader"
 _OVERHEAD = 64 * 1024
@@ -81,6 +89,8 @@ class MemoryReader:
         budgets: Budgets | None = None,
         limits: ReaderLimits | None = None,
         python: str | None = None,
+        opt_out: str = "",
+        on_ready: Callable[[SandboxStatus], None] | None = None,
     ) -> None:
         self.db_path = db_path
         self.binding = binding
@@ -88,10 +98,15 @@ class MemoryReader:
         self.budgets = budgets or Budgets()
         self.limits = limits or ReaderLimits()
         self.python = python or default_python()
-        self.state = "not started"
-        """``bound`` once the store is open; otherwise why ``ms`` is unavailable."""
+        self.opt_out = opt_out
+        """How the caller opts out of a layer, added to a refusal (e.g. the kernel's words)."""
+        self.on_ready = on_ready
+        """Called with the layers of each reader that reports ready (to log them)."""
+        self.state = NOT_STARTED
+        """``bound`` once the store is open; before the first call :data:`NOT_STARTED`;
+        otherwise why ``ms`` is unavailable."""
         self.status: SandboxStatus | None = None
-        """The reader's sandbox layers, from its last ``ready``."""
+        """The reader's sandbox layers, from its last ``ready`` (None before the first)."""
         self.restarts = 0
         self._scratch: Path | None = None
         self._process: WorkerProcess | None = None
@@ -113,19 +128,15 @@ class MemoryReader:
             (self.db_path.parent / "payloads").mkdir(exist_ok=True)
         except OSError:
             pass  # a read-only store: the log cannot write payloads there either
-        if self._scratch is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="scroll-reader-"))
-        request = namespace_request(self.policy, self.db_path)  # the store's files, read-only
-        if request is not None:
-            request = replace(request, scratch_size=_SCRATCH_BYTES)
-        process = WorkerProcess(
-            self.python, self._scratch, None, namespaces=request, module=_MODULE
-        )
-        process.reader.max_size = self.limits.reply_bytes + _OVERHEAD
+        try:
+            process = self._spawn()
+        except (OSError, WorkerCrashed) as exc:  # a failed spawn costs the call, not the run
+            self.state = f"the memory reader failed to start: {exc}"
+            return
         boot = {
             "op": "boot",
             "db_path": str(self.db_path),
-            "scratch": str(self._scratch),
+            "scratch": str(process.scratch),
             "binding": {"session_id": self.binding.session_id, "task_id": self.binding.task_id,
                         "agent_id": self.binding.agent_id},
             "budgets": {"seconds": self.budgets.seconds, "rows": self.budgets.rows,
@@ -141,6 +152,18 @@ class MemoryReader:
             self.state = f"the memory reader failed to start: {exc}"
             return
         self._process, self._ready = process, False
+
+    def _spawn(self) -> WorkerProcess:
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="scroll-reader-"))
+        request = namespace_request(self.policy, self.db_path)  # the store's files, read-only
+        if request is not None:
+            request = replace(request, scratch_size=_SCRATCH_BYTES)
+        process = WorkerProcess(
+            self.python, self._scratch, None, namespaces=request, module=_MODULE
+        )
+        process.reader.max_size = self.limits.reply_bytes + _OVERHEAD
+        return process
 
     def wait_ready(self) -> WorkerProcess | None:
         """Wait for the reader's ``ready`` (starting it if needed); return it if ms works."""
@@ -171,11 +194,14 @@ class MemoryReader:
         self.status = status
         state = ready.get("ms")
         self.state = state[:500] if isinstance(state, str) else "unknown"
+        if self.on_ready is not None:
+            self.on_ready(status)
         if not status.holds:
             missing = ", ".join(f"{s.name} ({s.state}: {s.detail})" for s in status.missing)
             self._refused = self.state = (
                 f"the memory reader's sandbox does not hold here: {missing}; the "
                 f"{self.policy.profile!r} profile refuses to read the store without it"
+                + (f". {self.opt_out}" if self.opt_out else "")
             )
             self._stop(process)
             return False
