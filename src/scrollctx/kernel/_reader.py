@@ -2,7 +2,7 @@
 
 The worker (model code) holds no path to the Event Log: its ``ms`` is a
 :class:`~scrollctx.surface.RemoteSurface` whose calls cross worker -> host -> reader and back.
-The host starts this process beside the worker as
+The host starts this process on a kernel's first ``ms`` call as
 ``python -I -m scrollctx.kernel._reader --fd-in N --fd-out M`` (and restarts it when it dies)
 and brokers every call: it checks each frame's header, bounds each call's time and each reply's
 size, and turns a reader that fails into an error for the call that hit it. The host's JSON
