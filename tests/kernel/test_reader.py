@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -253,6 +254,27 @@ def test_a_reader_that_fails_to_start_is_an_observation_of_that_cell(tmp_path: P
         )
         assert session.kernel.run_cell("print(kept)").stdout == "1\n"
         assert session.kernel.reader is not None and session.kernel.reader.pid is None
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_a_reader_that_cannot_be_spawned_is_an_observation_of_that_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its private folder cannot be made (the temporary folder is gone): the call fails with the
+    # reason, the run goes on, and the next call tries again once the folder is back.
+    session = open_session(tmp_path, start_reader=False)
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+        result = session.kernel.run_cell("ms.search('adoption')")
+        assert result.error is not None and not result.namespace_lost
+        assert "ms is not available in this kernel: the memory reader failed to start: " in (
+            result.error
+        )
+        assert "No such file or directory" in result.error
+        (tmp_path / "gone").mkdir()
+        assert session.kernel.run_cell("print(len(ms.search('adoption')))").stdout == "1\n"
     finally:
         session.kernel.close()
         session.log.close()
