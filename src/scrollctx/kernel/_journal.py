@@ -90,13 +90,7 @@ class KernelJournal:
     def sandbox(self, status: SandboxStatus, reason: str) -> None:
         """Record a worker start: its layers, an opt-out (once), a refusal."""
         meta: dict[str, Any] = {"kernel": reason, "sandbox": status.to_dict()}
-        self._append(
-            Kind.SYSTEM,
-            f"kernel worker {reason} (sandbox {status.profile}: {status.summary()})",
-            name="kernel",
-            metadata=meta,
-            searchable=False,
-        )
+        self._started(f"kernel worker {reason}", status, meta)
         if status.is_opt_out and not self._opt_out_logged:
             self._opt_out_logged = True
             self._append(
@@ -106,32 +100,35 @@ class KernelJournal:
                 name="kernel",
                 metadata={**meta, "opt_out": True},
             )
-        if not status.holds:
-            missing = ", ".join(s.name for s in status.missing)
-            self._append(
-                Kind.SYSTEM,
-                f"kernel refuses cells: required sandbox layer(s) not holding: {missing}",
-                name="kernel",
-                metadata={**meta, "refused": True},
-            )
+        self._refused("kernel refuses cells", status, meta)
 
     def memory_reader(self, status: SandboxStatus, reason: str) -> None:
-        """Record a memory reader start: its layers, and its refusal if they do not hold."""
+        """Record a memory reader start: its layers, a refusal."""
         meta: dict[str, Any] = {"kernel": f"memory reader {reason}",
                                 "memory_reader": status.to_dict()}  # fmt: skip
+        self._started(f"memory reader {reason}", status, meta)
+        self._refused("memory reader refuses to read the store", status, meta,
+                      "; ms is unavailable in this kernel")  # fmt: skip
+
+    def _started(self, what: str, status: SandboxStatus, meta: dict[str, Any]) -> None:
+        # Kept out of full-text search: one per start, the model has no use for it.
         self._append(
             Kind.SYSTEM,
-            f"memory reader {reason} (sandbox {status.profile}: {status.summary()})",
+            f"{what} (sandbox {status.profile}: {status.summary()})",
             name="kernel",
             metadata=meta,
             searchable=False,
         )
-        if not status.holds:
-            missing = ", ".join(s.name for s in status.missing)
-            self._append(
-                Kind.SYSTEM,
-                f"memory reader refuses to read the store: required sandbox layer(s) not "
-                f"holding: {missing}; ms is unavailable in this kernel",
-                name="kernel",
-                metadata={**meta, "refused": True},
-            )
+
+    def _refused(
+        self, what: str, status: SandboxStatus, meta: dict[str, Any], then: str = ""
+    ) -> None:
+        if status.holds:
+            return
+        missing = ", ".join(s.name for s in status.missing)
+        self._append(
+            Kind.SYSTEM,
+            f"{what}: required sandbox layer(s) not holding: {missing}{then}",
+            name="kernel",
+            metadata={**meta, "refused": True},
+        )
