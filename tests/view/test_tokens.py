@@ -10,10 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from needs import import_or_missing
 from scrollctx.errors import UsageError
 from scrollctx.view import TokenCounter, estimate_tokens
+from scrollctx.view.tokens import _cached_line_estimate, _piece_estimate
 
 CHINESE = "我们计划下个月去北京旅行，需要预订酒店和机票。请帮我比较三家航空公司的价格。"
 JAPANESE = "明日の会議は午後三時からです。資料を準備してください。"
@@ -170,3 +173,28 @@ def test_the_estimate_against_a_real_tokenizer() -> None:
         assert _chars_over_four(text) <= 0.5 * len(encode(text))
     counter = TokenCounter(encode=encode)
     assert counter.is_exact and counter.raw(CODE) == len(encode(CODE))
+
+
+# Characters of every class, and the edges between them: ASCII letters next to other letters
+# (a latin run stops where a word run starts), CJK-range punctuation (・ ゛) next to ASCII
+# punctuation, non-ASCII digits (no class), every kind of whitespace around line breaks.
+_MIXED = "abcXYZ019_-!.,:; \t\n\r\x0b\x1c\u3000\u00a0éßΩж我の・゠\u309b\uff70\uff9e١٢²½⟦⟧·…→"
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=_MIXED, max_size=80))
+def test_the_fast_counts_equal_the_definition(text: str) -> None:
+    # estimate_tokens counts ASCII with regex chunks and other text line by line (cached);
+    # both must give exactly the piece-by-piece cost, or a view's size would depend on them.
+    assert estimate_tokens(text) == _piece_estimate(text)
+    assert estimate_tokens(text.encode("ascii", "ignore").decode()) == _piece_estimate(
+        text.encode("ascii", "ignore").decode()
+    )
+
+
+def test_a_repeated_line_is_counted_from_the_cache() -> None:
+    index = "\n".join(f"  · seq {i}-{i + 9}  ⟦ step {i} | done ⟧" for i in range(0, 400, 10))
+    estimate_tokens(index)
+    misses = _cached_line_estimate.cache_info().misses
+    assert estimate_tokens(index + "\n  · seq 400-409  ⟦ step 400 | done ⟧") > 0
+    assert _cached_line_estimate.cache_info().misses == misses + 1

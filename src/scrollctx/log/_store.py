@@ -237,13 +237,15 @@ class EventLog:
         """Run a block in one transaction; nested blocks become savepoints.
 
         Write events inside it with :meth:`append`/:meth:`append_many` only: a raw INSERT on
-        the yielded connection would not be indexed for search.
+        the yielded connection would not be indexed for search. A failure to begin or commit
+        the outermost transaction (another writer's lock held past ``lock_timeout``, a full
+        disk) is a :class:`StoreError`; errors of the block itself propagate unchanged.
         """
         self._refuse_if_read_only()
         with self._lock:
             if self._depth == 0:
                 self._keep_wal()
-                self._conn.execute("BEGIN IMMEDIATE")
+                self._transaction("BEGIN IMMEDIATE")
             else:
                 self._conn.execute(f"SAVEPOINT sp{self._depth}")
             self._depth += 1
@@ -259,7 +261,18 @@ class EventLog:
                     self._conn.execute(f"RELEASE sp{self._depth}")
                 raise
             self._depth -= 1
-            self._conn.execute("COMMIT" if self._depth == 0 else f"RELEASE sp{self._depth}")
+            if self._depth == 0:
+                self._transaction("COMMIT")
+            else:
+                self._conn.execute(f"RELEASE sp{self._depth}")
+
+    def _transaction(self, statement: str) -> None:
+        try:
+            self._conn.execute(statement)
+        except sqlite3.DatabaseError as exc:
+            if self._conn.in_transaction:  # a COMMIT that failed leaves the transaction open
+                self._conn.execute("ROLLBACK")
+            raise store_error(self.path, "write", exc) from exc
 
     def _refuse_if_read_only(self) -> None:
         if self.read_only:

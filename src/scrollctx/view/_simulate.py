@@ -7,8 +7,10 @@ Each step is one exchange as an agent would produce it, with two model calls:
 3. the tool returns about ``output_kb`` KiB;                    -> model call 2
 4. the assistant reports the result with a headline.
 
-Before every model call the pending turns are persisted, :meth:`WorkingView.ensure_budget`
-runs Algorithm 1 and :meth:`WorkingView.build` renders the request. Full-history replay is
+Before every model call :meth:`WorkingView.ensure_budget` runs Algorithm 1 (an eviction
+persists the pending turns in the transaction of its index event), the turns still pending are
+persisted (so every model call waits for one commit) and :meth:`WorkingView.build` renders the
+request. Full-history replay is
 measured in the same run with the same counter: at each call, the system prompt, the digest and
 every turn so far, unfolded. The content is deterministic for a given ``seed``.
 """
@@ -101,8 +103,8 @@ def simulate(
             history_raw += sum(t.raw_tokens for t in view.add(message))
             if calls_model:
                 digest = f"rows: list[dict] len=50 (batch {step}); summary: dict 4 keys"
+                view.ensure_budget(digest=digest)  # an eviction commits the turns with it
                 view.persist()
-                view.ensure_budget(digest=digest)
                 build_ms.append(view.build(provider).build_ms)
                 replay_total += view.counter.scale(view.scaffold_raw() + history_raw)
     return _result(view, log, steps, output_kb, replay_total, history_raw, build_ms, started)

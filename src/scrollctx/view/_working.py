@@ -6,8 +6,9 @@ message and the digest closes the last one, so roles alternate: :func:`openai_la
 bounded: :meth:`WorkingView.ensure_budget` runs Algorithm 1 whenever the view exceeds
 ``rho * budget_tokens``:
 
-1. **Persist** every live turn that is not yet in the Event Log. If that fails nothing is
-   evicted (a turn that is not durable is never dropped).
+1. **Persist** every live turn that is not yet in the Event Log, in the transaction that
+   writes the first index event of step 5 (one commit per model step). If that fails nothing
+   is evicted (a turn that is not durable is never dropped).
 2. **Protected**: the active turn (from the latest real user request), the recent tail, the
    newest tool results (see :mod:`scrollctx.view._eviction`).
 3. **FoldPayloads**: completed tool outputs outside the protected part become ``seq`` pointer
@@ -436,18 +437,14 @@ class WorkingView:
         report = EvictionReport(self.tokens, self.tokens, self.target)
         if report.tokens_before <= self.target:
             return report
-        try:
-            self.persist()
-        except StoreError as exc:
-            report.persist_error = str(exc)
-            _log.warning("not evicting: persisting live turns failed: %s", exc)
-            self._raise_if_overflow(exc)
+        plan = self._persist_and_index(report)
+        if plan is None:
             return report
-        for _ in range(_MAX_ROUNDS):
-            plan = self._plan()
+        for round_ in range(_MAX_ROUNDS):
+            if round_:
+                plan = self._plan_and_index(report)
             if not (plan.folds or plan.drops):
                 break
-            report.index_seq = self._write_index(plan)
             self._apply(plan, report)
             if self.tokens <= self.target:
                 break
@@ -457,6 +454,49 @@ class WorkingView:
         return report
 
     evict_if_needed = ensure_budget
+
+    def _persist_and_index(self, report: EvictionReport) -> _Plan | None:
+        """Persist the pending turns and write the first round's index event in one commit
+        (one fsync per model step, not two); return that round's plan, not yet applied.
+
+        If persisting fails, nothing was written, the turns stay pending, nothing is evicted
+        and None is returned (``report.persist_error`` says why). If only the index write
+        fails, the turns are committed and its :class:`StoreError` is raised after the commit,
+        as when each had a transaction of its own.
+        """
+        pending = [turn for turn in self._turns if turn.seq is None]
+        if not pending:
+            return self._plan_and_index(report)
+        stored = self._stored
+        index_failure: StoreError | None = None
+        try:
+            with self.log.atomic():
+                self.persist()
+                try:
+                    with self.log.atomic():  # a savepoint: its failure keeps the turns
+                        plan = self._plan_and_index(report)
+                except StoreError as exc:
+                    index_failure = exc
+        except BaseException as exc:
+            for turn in pending:  # rolled back: the seqs persist handed out do not exist
+                turn.seq = None
+            self._stored, report.index_seq = stored, None
+            if not isinstance(exc, StoreError):
+                raise
+            report.persist_error = str(exc)
+            _log.warning("not evicting: persisting live turns failed: %s", exc)
+            self._raise_if_overflow(exc)
+            return None
+        if index_failure is not None:
+            raise index_failure
+        return plan
+
+    def _plan_and_index(self, report: EvictionReport) -> _Plan:
+        """Plan one round and write its index event if it changes anything (not applied)."""
+        plan = self._plan()
+        if plan.folds or plan.drops:
+            report.index_seq = self._write_index(plan)
+        return plan
 
     def _raise_if_overflow(self, cause: BaseException | None) -> None:
         tokens = self.tokens

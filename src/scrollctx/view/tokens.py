@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,13 @@ _PIECE = re.compile(
     r"|(?P<punct>[^\w\s]+|_+)"
 )
 
+# The ASCII shortcut: letters in chunks of 7, digits of 3, punctuation and underscores of 2;
+# and whitespace runs without a line break that are not one single space (a token each).
+_ASCII_CHUNK = re.compile(r"[A-Za-z]{1,7}|[0-9]{1,3}|[^\w\s]{1,2}|_{1,2}")
+_ASCII_BARE_SPACE = re.compile(r"(?<!\s)(?:[^\S\n]{2,}|[^\S\n ])(?!\s)")
+_LINE_CACHE = 8192
+_LINE_CACHE_CHARS = 4096
+
 _EMA_ALPHA = 0.3
 _SAMPLE_CLAMP = (0.25, 4.0)
 _ESTIMATE_CLAMP = (0.5, 3.0)
@@ -60,7 +68,28 @@ _EXACT_CLAMP = (0.8, 1.5)
 
 
 def estimate_tokens(text: str) -> int:
-    """Return the uncalibrated character-class estimate of ``text``'s token count."""
+    """Return the uncalibrated character-class estimate of ``text``'s token count.
+
+    Two exact shortcuts of :func:`_piece_estimate` (the definition), because a long session
+    counts every tool output and every new index text: ASCII text is counted by two regex
+    scans in C, and other text line by line with a cache, so an index that changed in a few
+    lines is not recounted whole. Both give the same number as the definition.
+    """
+    if text.isascii():
+        return _ascii_estimate(text)
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return _line_estimate(text)
+    # Only a whitespace run crosses a line break, and a run holding line breaks costs one
+    # token per break: count the breaks, then each line without the whitespace that joins it
+    # to its neighbours (the first line keeps its leading run, the last its trailing one).
+    inner = [line.strip() for line in lines[1:-1]]
+    edges = [lines[0].rstrip(), *inner, lines[-1].lstrip()]
+    return len(lines) - 1 + sum(map(_line_estimate, edges))
+
+
+def _piece_estimate(text: str) -> int:
+    """The estimate by definition: the cost of each character-class piece, summed."""
     total = 0
     for match in _PIECE.finditer(text):
         kind = match.lastgroup
@@ -85,6 +114,23 @@ def _space_cost(run: str) -> int:
     if run == " ":
         return 0
     return max(1, run.count("\n"))
+
+
+def _ascii_estimate(text: str) -> int:
+    # In ASCII the classes are disjoint runs, and a run of n costing ceil(n / w) is exactly
+    # the number of chunks of at most w a greedy scan cuts it into (latin w=7: 1 + (n-1)//7).
+    return len(_ASCII_CHUNK.findall(text)) + text.count("\n") + len(_ASCII_BARE_SPACE.findall(text))
+
+
+@lru_cache(maxsize=_LINE_CACHE)
+def _cached_line_estimate(line: str) -> int:
+    return _ascii_estimate(line) if line.isascii() else _piece_estimate(line)
+
+
+def _line_estimate(line: str) -> int:
+    if len(line) > _LINE_CACHE_CHARS:  # a huge line would pin its memory in the cache
+        return _ascii_estimate(line) if line.isascii() else _piece_estimate(line)
+    return _cached_line_estimate(line)
 
 
 class TokenCounter:
