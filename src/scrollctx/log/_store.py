@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -232,8 +232,7 @@ class EventLog:
                 f"{self.path} failed quick_check: {'; '.join(rows[:5])}", path=str(self.path)
             )
 
-    @contextmanager
-    def atomic(self) -> Iterator[sqlite3.Connection]:
+    def atomic(self) -> AbstractContextManager[sqlite3.Connection]:
         """Run a block in one transaction; nested blocks become savepoints.
 
         Write events inside it with :meth:`append`/:meth:`append_many` only: a raw INSERT on
@@ -241,11 +240,15 @@ class EventLog:
         the outermost transaction (another writer's lock held past ``lock_timeout``, a full
         disk) is a :class:`StoreError`; errors of the block itself propagate unchanged.
         """
+        return self._atomic("write")
+
+    @contextmanager
+    def _atomic(self, action: str) -> Iterator[sqlite3.Connection]:
         self._refuse_if_read_only()
         with self._lock:
             if self._depth == 0:
                 self._keep_wal()
-                self._transaction("BEGIN IMMEDIATE")
+                self._transaction("BEGIN IMMEDIATE", action)
             else:
                 self._conn.execute(f"SAVEPOINT sp{self._depth}")
             self._depth += 1
@@ -262,17 +265,17 @@ class EventLog:
                 raise
             self._depth -= 1
             if self._depth == 0:
-                self._transaction("COMMIT")
+                self._transaction("COMMIT", action)
             else:
                 self._conn.execute(f"RELEASE sp{self._depth}")
 
-    def _transaction(self, statement: str) -> None:
+    def _transaction(self, statement: str, action: str) -> None:
         try:
             self._conn.execute(statement)
         except sqlite3.DatabaseError as exc:
             if self._conn.in_transaction:  # a COMMIT that failed leaves the transaction open
                 self._conn.execute("ROLLBACK")
-            raise store_error(self.path, "write", exc) from exc
+            raise store_error(self.path, action, exc) from exc
 
     def _refuse_if_read_only(self) -> None:
         if self.read_only:
@@ -324,7 +327,7 @@ class EventLog:
         self._refuse_if_read_only()  # before _prepare, which writes payload files
         rows = [self._prepare(event) for event in events]
         try:
-            with self.atomic() as conn:
+            with self._atomic("append") as conn:
                 return self._insert_batch(conn, rows)
         except sqlite3.DatabaseError as exc:
             raise store_error(self.path, "append", exc) from exc
@@ -343,7 +346,7 @@ class EventLog:
             if event.payload_sha256 is not None and not self.payloads.has(event.payload_sha256):
                 raise UsageError(f"seq {event.seq}: put its payload before importing the row")
         try:
-            with self.atomic() as conn:
+            with self._atomic("import") as conn:
                 before = self._last_seq(conn)
                 seqs = [row[0] for row in rows]
                 if seqs and (seqs[0] <= before or seqs != sorted(set(seqs))):
@@ -413,7 +416,7 @@ class EventLog:
                 f"refusing to move its mark back to {through_seq}"
             )
         try:
-            with self.atomic() as conn:
+            with self._atomic("append_embeddings") as conn:
                 conn.executemany(
                     "INSERT INTO conversation_embeddings (model, seq, window, vector) "
                     "VALUES (?, ?, ?, ?)",
