@@ -87,7 +87,9 @@ MODULES: dict[str, list[str]] = {
     ],
     "log/_store.py": [
         *("-k", "not postgresql"),  # the PostgreSQL store is log/_postgres.py, not this module
+        *("-p", "no:hypothesispytest"),  # no property tests here: skip its import per mutant
         "tests/log/test_store_boundaries.py",
+        "tests/log/test_store_locks.py",
         "tests/log/test_store.py",
         "tests/log/test_integrity.py",
         "tests/log/test_check.py",
@@ -97,11 +99,15 @@ MODULES: dict[str, list[str]] = {
         "tests/log/test_failures.py",
     ],
     "agent/_loop.py": [
+        *("-m", "not slow"),  # the local-model run: a minute of llama.cpp, no loop line of its own
+        *("-p", "no:hypothesispytest"),  # no property tests here: skip its import per mutant
         "tests/agent/test_agent_submit.py",
         "tests/agent/test_agent_calls.py",
         "tests/agent/test_agent_failures.py",
         "tests/agent/test_agent_carried_index.py",
         "tests/agent/test_agent_sessions.py",
+        "tests/agent/test_agent_loop.py",
+        "tests/agent/test_agent_trajectories.py",  # fenced code blocks, the trace's reasoning
     ],
     "kernel/_host.py": ["tests/kernel"],
     "kernel/_sandbox.py": [

@@ -107,6 +107,19 @@ def test_a_wal_deleted_under_a_running_writer_loses_nothing(
     assert check_store(path).ok
 
 
+def test_writes_beside_an_untouched_wal_neither_warn_nor_checkpoint(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The deleted -wal rescue (a TRUNCATE checkpoint, a new connection, a warning) runs only
+    # when the -wal really changed under the open log, never on an ordinary write.
+    path = store_dir / "history.db"
+    with EventLog.open(path) as log, caplog.at_level(logging.WARNING):
+        for i in range(3):
+            log.append(NewEvent(session_id="s", kind="user_message", content=f"row {i}"))
+        assert caplog.records == []
+        assert Path(f"{path}-wal").stat().st_size > 0  # the commits are still in the -wal
+
+
 def test_a_killed_writer_after_the_next_write_has_lost_nothing(store_dir: Path) -> None:
     # The deleted -wal is saved at the writer's next write: a kill -9 after it loses nothing.
     path = store_dir / "history.db"

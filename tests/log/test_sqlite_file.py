@@ -78,6 +78,15 @@ def test_foreign_or_corrupt_file_is_reported_not_replaced(store_dir: Path, conte
     assert path.read_bytes() == content
 
 
+def test_an_empty_file_becomes_a_new_store(store_dir: Path) -> None:
+    # What `touch`, or a crash before SQLite's first write, leaves: nothing to lose, no header.
+    path = store_dir / "history.db"
+    path.touch()
+    with EventLog.open(path=path) as log:  # `path` may be given by name
+        assert log.append(_turn("first")) == 1
+    assert path.read_bytes().startswith(b"SQLite format 3\x00")
+
+
 def test_other_sqlite_database_is_not_taken_over(store_dir: Path) -> None:
     path = store_dir / "history.db"
     conn = sqlite3.connect(path)
@@ -170,8 +179,13 @@ def test_a_store_from_before_batch_indexing_is_upgraded_once(store_dir: Path) ->
 def test_a_file_in_the_way_of_the_store_folder_is_a_store_error(tmp_path: Path) -> None:
     blocker = tmp_path / "store"
     blocker.write_text("not a folder", encoding="utf-8")
-    with pytest.raises(StoreError, match="cannot create the store folder") as info:
+    # The OS's reason in words (strerror), not the exception's repr with its errno.
+    with pytest.raises(StoreError) as info:
         EventLog.open(blocker / "history.db")
+    assert str(info.value) == (
+        f"cannot create the store folder {blocker}: File exists; "
+        "point --store at a folder you can write"
+    )
     assert not isinstance(info.value, IntegrityError)
     assert blocker.read_text(encoding="utf-8") == "not a folder"
 
@@ -180,6 +194,17 @@ def test_a_folder_where_the_log_file_should_be_is_a_store_error(store_dir: Path)
     (store_dir / "history.db").mkdir()
     with pytest.raises(StoreError, match="is a folder"):
         EventLog.open(store_dir / "history.db")
+
+
+def test_a_failure_that_is_not_a_lock_is_reported_at_once_as_such(store_dir: Path) -> None:
+    # A folder where SQLite must create the -wal: the switch to WAL fails with an I/O error,
+    # which no waiting cures. It is not retried, nor blamed on another process's lock.
+    path = store_dir / "history.db"
+    Path(f"{path}-wal").mkdir()
+    with pytest.raises(
+        StoreError, match=r"disk I/O error; check that the folder and file are writable$"
+    ):
+        EventLog.open(path, lock_timeout=60)
 
 
 def test_a_store_locked_past_the_timeout_is_a_clear_store_error(store_dir: Path) -> None:

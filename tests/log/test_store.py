@@ -224,7 +224,7 @@ def test_events_and_span_read_in_seq_order(store: EventStore) -> None:
     assert [e.seq for e in store.events(list(reversed(seqs)))] == seqs
     assert [e.seq for e in store.span(seqs[10], seqs[12])] == seqs[10:13]
     assert [e.seq for e in store.session_events("s1", after_seq=seqs[-3])] == seqs[-2:]
-    window = store.session_events("s1", after_seq=seqs[3], before_seq=seqs[6])
+    window = store.session_events(session_id="s1", after_seq=seqs[3], before_seq=seqs[6])
     assert [e.seq for e in window] == seqs[4:6]
     assert [e.seq for e in store.events_after(seqs[5], 3)] == seqs[6:9]
     assert store.events_after(seqs[-1], 10) == []
@@ -245,6 +245,18 @@ def test_imported_events_keep_their_seqs_and_must_ascend(store: EventStore) -> N
     with pytest.raises(UsageError, match="ascend above the last seq 12"):
         store.import_events(moved)
     assert store.append(_turn("after the import")) == 13
+
+
+def test_an_import_overlapping_the_last_seq_is_refused_whole(store: EventStore) -> None:
+    # The batch ascends and ends above the log, but its first seq is already taken.
+    source = [store.get(s) for s in store.append_many([_turn("one"), _turn("two")])]
+    overlapping = [
+        type(event)(**{**event.to_dict(), "seq": event.seq + 1, "session_id": "copy"})
+        for event in source
+    ]
+    with pytest.raises(UsageError, match=r"ascend above the last seq 2 \(got 2…\)"):
+        store.import_events(overlapping)
+    assert store.last_seq() == 2 and store.get(2).content == "two"
 
 
 def test_refresh_returns_the_last_seq_readers_of_path_can_see(store: EventStore) -> None:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from scrollctx.errors import StoreError, UsageError
+from scrollctx.errors import IntegrityError, StoreError, UsageError
 from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.surface import open_surface
 
 
 def _event(content: str, key: str | None = None) -> NewEvent:
@@ -70,3 +71,53 @@ def test_a_read_the_database_refuses_is_a_store_error_naming_the_file(
 ) -> None:
     with pytest.raises(StoreError, match=f"read on {event_log.path} failed: no such table: nope"):
         event_log.execute("SELECT * FROM nope")
+
+
+def test_an_imported_row_needs_its_payload_in_the_store_first(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path / "source" / "history.db") as source:
+        big = source.get(source.append(_event("x" * (source.payload_threshold + 1))))
+    assert big.payload_sha256 is not None
+    with EventLog.open(tmp_path / "target" / "history.db") as target:
+        with pytest.raises(UsageError, match="seq 1: put its payload before importing the row"):
+            target.import_events([big])
+        assert target.count() == 0
+        target.payloads.put(("x" * (source.payload_threshold + 1)).encode("utf-8"))
+        target.import_events([big])
+        assert target.full_text(target.get(1)) == "x" * (source.payload_threshold + 1)
+
+
+def test_rows_import_into_a_store_without_full_text_search(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path / "source" / "history.db") as source:
+        rows = [source.get(s) for s in source.append_many([_event("one"), _event("two")])]
+    with EventLog.open(tmp_path / "target" / "history.db", fts5=False) as target:
+        target.import_events(rows)
+        assert [e.content for e in target.span(1, 2)] == ["one", "two"]
+
+
+@pytest.mark.parametrize("fts5", [True, False], ids=["fts5", "like"])
+def test_ms_search_finds_the_searchable_rows_and_only_them(store_dir: Path, fts5: bool) -> None:
+    # Both search paths: the FTS5 index, and the LIKE scan of a store without FTS5.
+    with EventLog.open(store_dir / "history.db", fts5=fts5) as log:
+        log.append_many(
+            [
+                _event("the kestrel nests on the tower"),
+                NewEvent(
+                    session_id="s", kind=Kind.CONVERSATION, content="kestrel", searchable=False
+                ),
+                _event("a kestrel came back"),
+            ]
+        )
+    with open_surface(store_dir / "history.db") as ms:
+        assert sorted(hit["seq"] for hit in ms.search("kestrel")) == [1, 3]
+
+
+def test_a_store_missing_its_own_tables_opens_read_only_as_an_integrity_error(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store" / "history.db"
+    with EventLog.open(path) as log:
+        log.append(_event("kept"))
+        with log.atomic() as conn:
+            conn.execute("DROP TABLE _meta")
+    with pytest.raises(IntegrityError, match="is not a usable Event Log: no such table: _meta"):
+        EventLog.open_read_only(path)
