@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,40 @@ def test_writes_beside_an_untouched_wal_neither_warn_nor_checkpoint(
             log.append(NewEvent(session_id="s", kind="user_message", content=f"row {i}"))
         assert caplog.records == []
         assert Path(f"{path}-wal").stat().st_size > 0  # the commits are still in the -wal
+
+
+def test_a_deleted_wal_a_reader_still_needs_is_kept_until_the_reader_is_done(
+    store_dir: Path,
+) -> None:
+    # A reader's snapshot pins the first commits in the deleted -wal: the checkpoint can copy
+    # those back but not the later ones, so the write is refused, naming how many pages wait.
+    path = store_dir / "history.db"
+
+    def wal_frames() -> int:
+        page = int(log.execute("PRAGMA page_size")[0][0])
+        return (Path(f"{path}-wal").stat().st_size - 32) // (page + 24)  # header, frames
+
+    with EventLog.open(path, lock_timeout=0.2) as log:  # the checkpoint waits for the reader
+        log.append_many(_turns(5, "seen"))
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        assert reader.execute("SELECT count(*) FROM conversation_history").fetchone() == (5,)
+        pinned = wal_frames()
+        log.append_many(_turns(5, "later"))
+        waiting = wal_frames() - pinned
+        os.remove(f"{path}-wal")
+        with pytest.raises(StoreError) as info:
+            log.append(NewEvent(session_id="s", kind="user_message", content="refused"))
+        assert f"and {waiting} pages of recent commits could not be copied back yet" in str(
+            info.value
+        )
+        assert "another connection is reading. Nothing was written now" in str(info.value)
+        reader.execute("COMMIT")
+        reader.close()
+        log.append(NewEvent(session_id="s", kind="user_message", content="after 0"))
+    assert _contents(path) == [f"seen {i}" for i in range(5)] + [f"later {i}" for i in range(5)] + [
+        "after 0"
+    ]
 
 
 def test_a_killed_writer_after_the_next_write_has_lost_nothing(store_dir: Path) -> None:

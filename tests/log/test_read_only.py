@@ -27,7 +27,7 @@ def test_a_read_only_log_reads_and_refuses_every_write(tmp_path: Path) -> None:
         seqs = log.append_many([turn("hello"), turn("x" * 500)])
     before = _digests(store)
 
-    log = EventLog.open_read_only(store / "history.db")
+    log = EventLog.open_read_only(path=store / "history.db")  # `path` may be given by name
     try:
         assert [e.seq for e in log.session_events("s1")] == seqs
         assert log.full_text(log.get(seqs[1])) == "x" * 500

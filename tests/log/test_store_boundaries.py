@@ -3,6 +3,7 @@ embedding marks, refused reads."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,10 @@ def test_an_embedding_mark_starts_at_zero_and_only_moves_forward(event_log: Even
         event_log.append_embeddings("m", 2, 2, [])
     event_log.append_embeddings("m", 2, 3, [(3, 0, vector)])
     assert event_log.embedded_through("m") == 3
+    # A vector stored twice is refused by the database: a StoreError, and the mark stays.
+    with pytest.raises(StoreError, match="append_embeddings on .* failed: UNIQUE constraint"):
+        event_log.append_embeddings("m", 2, 4, [(3, 0, vector)])
+    assert event_log.embedded_through("m") == 3
 
 
 def test_a_read_the_database_refuses_is_a_store_error_naming_the_file(
@@ -121,3 +126,11 @@ def test_a_store_missing_its_own_tables_opens_read_only_as_an_integrity_error(
             conn.execute("DROP TABLE _meta")
     with pytest.raises(IntegrityError, match="is not a usable Event Log: no such table: _meta"):
         EventLog.open_read_only(path)
+
+
+def test_a_log_opened_in_one_thread_writes_and_reads_from_another(event_log: EventLog) -> None:
+    # One EventLog serves every thread of a process (its own lock serializes them).
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        seq = pool.submit(event_log.append, _event("from a worker thread")).result()
+        assert pool.submit(event_log.get, seq).result().content == "from a worker thread"
+    assert event_log.get(seq).content == "from a worker thread"
