@@ -101,12 +101,13 @@ MODULES: dict[str, list[str]] = {
     "agent/_loop.py": [
         *("-m", "not slow"),  # the local-model run: a minute of llama.cpp, no loop line of its own
         *("-p", "no:hypothesispytest"),  # no property tests here: skip its import per mutant
+        "tests/agent/test_agent_loop.py",
         "tests/agent/test_agent_submit.py",
         "tests/agent/test_agent_calls.py",
         "tests/agent/test_agent_failures.py",
         "tests/agent/test_agent_carried_index.py",
         "tests/agent/test_agent_sessions.py",
-        "tests/agent/test_agent_loop.py",
+        "tests/agent/test_agent_store_errors.py",  # a run_end the Event Log refuses
         "tests/agent/test_agent_trajectories.py",  # fenced code blocks, the trace's reasoning
     ],
     "kernel/_host.py": ["tests/kernel"],

@@ -4,6 +4,7 @@ empty task is refused, ids have their documented shape, ``run_end`` holds the an
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,15 +16,18 @@ from scrollctx.agent import (
     AgentLoop,
     Backend,
     Limits,
+    ModelStep,
     PromptSet,
     RunFinished,
     ScrollPolicy,
+    TextDelta,
     ToolStep,
 )
 from scrollctx.agent._loop import PROMPT_KEY
 from scrollctx.agent._tools import ToolContext, scroll_toolset
 from scrollctx.errors import UsageError
 from scrollctx.log import EventLog
+from scrollctx.surface import open_surface
 from scrollctx.view import WorkingView
 
 
@@ -191,3 +195,95 @@ def test_in_a_chat_fenced_code_in_a_reply_is_the_reply_not_a_cell(
         loop.context.close()
     assert (finished.status, finished.answer) == ("replied", reply)
     assert not marker.exists() and len(openai_server.requests) == 1
+
+
+def test_what_one_step_records_by_default(
+    event_log: EventLog, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    # Defaults of a loop built directly: not streamed, tools offered, the task at step 0, the
+    # call's usage and duration in its metadata, every turn searchable, the loop's own notes not.
+    openai_server.enqueue_tool_calls(  # usage: 10 in, 5 out
+        [("submit_answer", {"answer": "kestrel"})], text="The kestrel, I recall."
+    )
+    loop = _loop(event_log, scripted_backend)
+    started = time.monotonic()
+    try:
+        events = list(loop.iter_run("Which bird nests on the tower?"))
+    finally:
+        loop.context.close()
+    took = time.monotonic() - started
+    assert not any(isinstance(e, TextDelta) for e in events)
+    assert openai_server.requests[0].body.get("stream") is not True
+    offered = [spec["function"]["name"] for spec in openai_server.requests[0].body["tools"]]
+    assert "submit_answer" in offered
+    task = next(e for e in event_log.session_events("s1") if e.kind == "user_message")
+    assert (task.content, task.step_index) == ("Which bird nests on the tower?", 0)
+    step = next(e for e in events if isinstance(e, ModelStep))
+    call = event_log.get(step.seq).metadata["model_call"]
+    assert call["usage"] == {"prompt_tokens": 10, "completion_tokens": 5}
+    assert 0 <= step.elapsed_s <= took and 0 <= call["elapsed_s"] <= took
+    finished = events[-1]
+    assert isinstance(finished, RunFinished) and 0 < finished.metrics.wall_time_s <= took
+    with open_surface(event_log.path) as ms:
+        assert [hit["seq"] for hit in ms.search("bird nests tower")] == [task.seq]
+        run_hex = finished.run_id.removeprefix("run-")  # in run_end's text, nowhere else
+        assert ms.search(run_hex) == []  # run_end is a note of the loop, not history
+
+
+def test_a_streamed_step_yields_its_text_as_it_arrives(
+    event_log: EventLog, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_text("The kestrel nests on the tower.")
+    loop = _loop(event_log, scripted_backend, stream=True, text_is_reply=True)
+    try:
+        events = list(loop.iter_run("Which bird?"))
+    finally:
+        loop.context.close()
+    pieces = [e.text for e in events if isinstance(e, TextDelta)]
+    assert pieces and "".join(pieces) == "The kestrel nests on the tower."
+    assert openai_server.requests[0].body["stream"] is True
+
+
+def test_steps_that_did_nothing_are_not_ok_and_a_nudge_is_no_request(
+    event_log: EventLog, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_text("Hmm.")  # no action: nudged
+    openai_server.enqueue_tool_calls(
+        [("submit_answer", {"answer": "ok"}), ("repl_exec", {"source": "x = 1"})]
+    )
+    loop = _loop(event_log, scripted_backend)
+    try:
+        steps = [e for e in loop.iter_run("Answer.") if isinstance(e, ToolStep)]
+    finally:
+        loop.context.close()
+    assert [(s.tool, s.ok) for s in steps] == [
+        ("", False),
+        ("submit_answer", True),
+        ("repl_exec", False),
+    ]
+    assert steps[2].observation == "not run: the answer was already submitted"
+    turns = WorkingView.restore(event_log, "s1", "system", budget_tokens=8000).turns
+    assert [t.text for t in turns if t.is_real_user] == ["Answer."]
+
+
+def test_a_token_budget_of_one_is_a_budget_and_zero_is_refused() -> None:
+    assert Limits(max_run_tokens=1).max_run_tokens == 1
+    with pytest.raises(UsageError, match="max_run_tokens must be positive, got 0"):
+        Limits(max_run_tokens=0)
+
+
+def test_the_loop_tags_its_own_notes_with_the_task_by_default(
+    event_log: EventLog, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
+) -> None:
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "ok"})])
+    toolset = scroll_toolset([])
+    context = ToolContext(
+        event_log, session_id="s1", task_id="t1", kernel_functions=toolset.kernel_functions
+    )
+    policy = ScrollPolicy.open(event_log, "s1", "system", budget_tokens=8000)
+    loop = AgentLoop(backend=scripted_backend, policy=policy, toolset=toolset, context=context)
+    try:
+        finished = loop.run("Answer.")
+    finally:
+        context.close()
+    assert event_log.get(finished.seq).task_id == "t1"  # run_end, a system note of the loop
