@@ -2,9 +2,9 @@
 
 Usage (from the repo root, with the project's venv and the ``mutation`` dependency group)::
 
-    nice -n 19 .venv/bin/python scripts/mutation.py                 # every module in MODULES
-    nice -n 19 .venv/bin/python scripts/mutation.py view/_index.py  # one (or a few)
-    nice -n 19 .venv/bin/python scripts/mutation.py --rerun-survivors view/_index.py  # new tests
+    nice -n 10 .venv/bin/python scripts/mutation.py                 # every module in MODULES
+    nice -n 10 .venv/bin/python scripts/mutation.py view/_index.py  # one (or a few)
+    nice -n 10 .venv/bin/python scripts/mutation.py --rerun-survivors view/_index.py  # new tests
     .venv/bin/python scripts/mutation.py --report                   # the table from the last runs
 
 Not part of CI: a module takes minutes to an hour. The tool is cosmic-ray: it writes each

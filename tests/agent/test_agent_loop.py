@@ -266,8 +266,10 @@ def test_steps_that_did_nothing_are_not_ok_and_a_nudge_is_no_request(
     assert [t.text for t in turns if t.is_real_user] == ["Answer."]
 
 
-def test_a_token_budget_of_one_is_a_budget_and_zero_is_refused() -> None:
-    assert Limits(max_run_tokens=1).max_run_tokens == 1
+def test_limits_of_one_are_limits_and_zero_is_refused() -> None:
+    assert Limits(max_steps=1, max_run_tokens=1) == Limits(1, 1)
+    with pytest.raises(UsageError, match="max_steps must be at least 1, got 0"):
+        Limits(max_steps=0)
     with pytest.raises(UsageError, match="max_run_tokens must be positive, got 0"):
         Limits(max_run_tokens=0)
 
