@@ -18,8 +18,8 @@ from scrollctx._lazy import lazy_exports
 from scrollctx.log import EventLog, Kind, NewEvent
 
 
-def _loaded_after(code: str) -> set[str]:
-    report = "import sys; print(' '.join(m for m in sys.modules if m.startswith('scrollctx')))"
+def _loaded_after(code: str, prefix: str = "scrollctx") -> set[str]:
+    report = f"import sys; print(' '.join(m for m in sys.modules if m.startswith({prefix!r})))"
     out = subprocess.run(
         [sys.executable, "-c", f"{code}\n{report}"], capture_output=True, text=True, check=True
     )
@@ -44,10 +44,12 @@ def test_scroll_search_loads_no_writer_kernel_or_agent(tmp_path: Path) -> None:
         "try:\n"
         f"    run(['search', '--store', {str(tmp_path)!r}, 'hello'])\n"
         "except SystemExit:\n"
-        "    pass"
+        "    pass",
+        prefix="",
     )
     assert "scrollctx.surface._search" in loaded
     assert not {"scrollctx.log._store", "scrollctx.kernel", "scrollctx.agent"} & loaded
+    assert "difflib" not in loaded  # only an SQL error's "did you mean" needs it
 
 
 def _package() -> types.ModuleType:

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from scrollctx.cli import run
+from scrollctx.ingest import ingest_path
 from scrollctx.log import EventLog
+from scrollctx.surface import open_surface
 
 
 def _imported(log: EventLog) -> int:
@@ -216,3 +218,33 @@ def test_a_store_path_that_is_a_file_is_one_line_exit_1(
         err == f"Error: cannot create the store folder {blocker}: File exists; "
         "point --store at a folder you can write\n"
     )
+
+
+def _segments(store: Path) -> int:
+    with EventLog.open(store / "history.db") as log:
+        rows = log.execute("SELECT count(DISTINCT segid) FROM conversation_history_fts_idx")
+    return int(rows[0][0])
+
+
+def test_an_import_leaves_one_merged_search_index_with_the_same_results(
+    store_dir: Path, tmp_path: Path
+) -> None:
+    chats = [_chat(tmp_path / f"talk{i}.jsonl", 30 + i) for i in range(5)]
+    unmerged = tmp_path / "unmerged"
+    with EventLog.open(unmerged / "history.db") as log:
+        for chat in chats:  # the same import without the CLI's last step
+            ingest_path(log, chat)
+    assert _segments(unmerged) > 1  # a segment per committed batch, until FTS5 merges some
+    assert run(["ingest", "--store", str(store_dir), *map(str, chats)]) == 0
+    assert _segments(store_dir) == 1
+    for query in ("line 3", "line 17 OR line 31", "line"):
+        with (
+            open_surface(store_dir / "history.db") as merged,
+            open_surface(unmerged / "history.db") as before,
+        ):
+            assert merged.search(query, k=20) == before.search(query, k=20)
+    assert run(["ingest", "--store", str(store_dir), str(chats[0])]) == 0  # nothing new
+    assert _segments(store_dir) == 1
+    small = _chat(tmp_path / "small.jsonl", 3)  # under a tenth of the store: not worth a merge
+    assert run(["ingest", "--store", str(store_dir), str(small)]) == 0
+    assert _segments(store_dir) == 2

@@ -430,6 +430,26 @@ class EventLog:
         except sqlite3.DatabaseError as exc:
             raise store_error(self.path, "append_embeddings", exc) from exc
 
+    def merge_search_index(self) -> None:
+        """Merge the full-text index into one segment (FTS5 ``optimize``).
+
+        Every committed batch leaves FTS5 a segment of its own, and a query reads each
+        segment's postings: on the 60K-row BEAM store (11 segments) a merged index makes
+        ``ms.search`` about 14% cheaper. The result rows do not change. Merging rewrites the
+        whole index (about 2 s for 60K rows, 14 s for 200K on a shared disk), so ``scroll
+        ingest`` runs it only after a bulk import.
+        """
+        if not self.has_fts5:
+            return
+        try:
+            with self._atomic("merge"):
+                self._conn.execute(
+                    "INSERT INTO conversation_history_fts(conversation_history_fts) "
+                    "VALUES ('optimize')"
+                )
+        except sqlite3.DatabaseError as exc:
+            raise store_error(self.path, "merge", exc) from exc
+
     # -- reading ---------------------------------------------------------------------------
 
     def get(self, seq: int) -> Event:

@@ -15,7 +15,6 @@ Invariants:
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import re
 import sqlite3
@@ -570,6 +569,8 @@ def _not_a_read(word: str, sql: str) -> str:
     runs = "it runs one SELECT / WITH / VALUES / EXPLAIN / read PRAGMA statement"
     if word.lower() in _WRITE_KEYWORDS:
         return f"sql_query is read-only: {runs}; refused: {_clip(sql)}"
+    import difflib  # only for this message: `scroll search` and most cells never need it
+
     close = difflib.get_close_matches(word.upper(), [k.upper() for k in _READ_KEYWORDS], n=1)
     guess = f" -- did you mean {close[0]}?" if close else ""
     start = f"{word!r} does not start" if word else "nothing starts"
