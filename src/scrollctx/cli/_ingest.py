@@ -92,7 +92,7 @@ def _merge_if_grown(log: EventStore, added: int) -> None:
     """Merge the search index after an import that added at least a tenth of the store.
 
     A merged index makes ``ms.search`` cheaper, but merging rewrites the whole index (2 s for
-    60K rows, 14 s for 200K on a shared disk): worth it after a bulk import, not after each
+    60K rows, 4-14 s for 200K on a shared disk): worth it after a bulk import, not after each
     small one, whose few segments FTS5's own automerge keeps in check.
     """
     if isinstance(log, EventLog) and added and added * _MERGE_SHARE >= log.count():

@@ -434,10 +434,11 @@ class EventLog:
         """Merge the full-text index into one segment (FTS5 ``optimize``).
 
         Every committed batch leaves FTS5 a segment of its own, and a query reads each
-        segment's postings: on the 60K-row BEAM store (11 segments) a merged index makes
-        ``ms.search`` about 14% cheaper. The result rows do not change. Merging rewrites the
-        whole index (about 2 s for 60K rows, 14 s for 200K on a shared disk), so ``scroll
-        ingest`` runs it only after a bulk import.
+        segment's postings: on the BEAM stores (10-11 segments as built) a merged index makes
+        ``ms.search`` 8% (60K rows) to 14% (200K) cheaper (``benchmarks/bench_merge.py``);
+        the result rows do not change. Merging rewrites the whole index (about 2 s for 60K
+        rows, 4-14 s for 200K on a shared disk), so ``scroll ingest`` runs it only after a
+        bulk import.
         """
         if not self.has_fts5:
             return
