@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from _compare import load_average, ratio_spread, spread
-from bench_search import DEFAULT_DATA, build_store, questions
+from bench_search import open_cache, questions, store_arguments
 
 from scrollctx.log import EventLog
 from scrollctx.surface import open_surface
@@ -66,17 +66,11 @@ def timed_round(db: Path, asked: list[str]) -> tuple[float, list[Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
-    parser.add_argument("--cache", type=Path, help="store cache folder (default by --scale)")
-    parser.add_argument("--scale", type=int, default=0, help="as bench_search.py --scale")
-    parser.add_argument("--queries", type=int, default=200, help="how many questions to time")
+    store_arguments(parser)
     parser.add_argument("--rounds", type=int, default=4, help="rounds of both stores")
     parser.add_argument("--work", type=Path, help="where the merged copy goes (default: temp)")
     args = parser.parse_args(argv)
-    suffix = str(args.scale) if args.scale else "beam"
-    cache = args.cache or Path(f"/tmp/scroll-bench-search-{suffix}")
-    cache.mkdir(parents=True, exist_ok=True)
-    info = build_store(args.data, cache, args.scale)
+    cache, info = open_cache(args)
     asked = questions(args.data, args.queries)
     with tempfile.TemporaryDirectory(prefix="scroll-bench-merge-") as scratch:
         merged, wall, cpu = merged_copy(cache, args.work or Path(scratch) / "merged")

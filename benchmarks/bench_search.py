@@ -367,20 +367,30 @@ def compare(expected: dict[str, list[Any]], found: dict[str, list[Any]], queries
     return changed
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def store_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options that pick the bench store and the questions (shared with bench_merge.py)."""
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
     parser.add_argument("--cache", type=Path, help="store cache folder (default by --scale)")
     parser.add_argument("--scale", type=int, default=0, help="ingest copies up to this many rows")
     parser.add_argument("--queries", type=int, default=200, help="how many questions to time")
+
+
+def open_cache(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """The store folder the options name, built when missing, and its build record."""
+    cache: Path = args.cache or Path(f"/tmp/scroll-bench-search-{args.scale or 'beam'}")
+    cache.mkdir(parents=True, exist_ok=True)
+    return cache, build_store(args.data, cache, args.scale)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    store_arguments(parser)
     parser.add_argument("--repeats", type=int, default=3, help="rounds of every system")
     parser.add_argument("--skip", action="append", default=[], help="a system not to run")
     parser.add_argument("--save", type=Path, help="write the result digests here, then stop")
     parser.add_argument("--expect", type=Path, help="compare the results with a --save file")
     args = parser.parse_args(argv)
-    cache = args.cache or Path(f"/tmp/scroll-bench-search-{args.scale or 'beam'}")
-    cache.mkdir(parents=True, exist_ok=True)
-    info = build_store(args.data, cache, args.scale)
+    cache, info = open_cache(args)
     db = cache / "history.db"
     tasked = tasked_questions(args.data, args.queries)
     queries = [q for q, _ in tasked]
