@@ -175,3 +175,23 @@ def test_a_killed_writer_after_the_next_write_has_lost_nothing(store_dir: Path) 
     with open_surface(path) as ms:
         rows = ms.sql_query("SELECT content FROM hist.conversation_history ORDER BY seq")
     assert [r["content"] for r in rows] == [f"row {i}" for i in range(6)]
+
+
+def test_a_writer_killed_after_a_non_durable_commit_has_lost_nothing(store_dir: Path) -> None:
+    # Without the fsync the commit is still written to the -wal before atomic returns.
+    path = store_dir / "history.db"
+    script = (
+        "import os\n"
+        "from scrollctx.log import EventLog, NewEvent\n"
+        f"log = EventLog.open({str(path)!r})\n"
+        "log.append(NewEvent(session_id='s', kind='k', content='durable'))\n"
+        "with log.atomic(durable=False):\n"
+        "    log.append(NewEvent(session_id='s', kind='k', content='unflushed'))\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == -9, done.stderr
+    assert _contents(path) == ["durable", "unflushed"]
+    assert check_store(path).ok

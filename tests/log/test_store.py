@@ -94,6 +94,39 @@ def test_nested_atomic_rolls_back_only_the_inner_block(store: EventStore) -> Non
     assert [e.content for e in store.span(1, 99)] == ["outer"]
 
 
+_COMMIT_MODE = {
+    "sqlite": ("PRAGMA synchronous", {2: "flushed", 1: "unflushed"}),
+    "postgresql": ("SHOW synchronous_commit", {"on": "flushed", "off": "unflushed"}),
+}
+
+
+def test_a_non_durable_block_commits_without_the_flush_and_only_that_block(
+    store: EventStore, backend: Backend
+) -> None:
+    query, modes = _COMMIT_MODE[backend.name]
+
+    def mode(conn: object) -> str:
+        return modes[conn.execute(query).fetchone()[0]]  # type: ignore[attr-defined]
+
+    with store.atomic(durable=False) as conn:
+        store.append(_turn("a reply that can be written again"))
+        with store.atomic() as inner:  # nested: the outermost block decides
+            store.append(_turn("inside it"))
+            assert mode(inner) == "unflushed"
+        assert mode(conn) == "unflushed"
+    # committed: another connection sees both rows at once
+    assert backend.raw("SELECT count(*) FROM conversation_history")[0][0] == 2
+    with store.atomic() as conn:
+        assert mode(conn) == "flushed"
+    with pytest.raises(UsageError, match="rolled back"):
+        with store.atomic(durable=False):
+            store.append(_turn("lost"))
+            raise UsageError("rolled back")
+    with store.atomic() as conn:
+        assert mode(conn) == "flushed"  # also after a rollback
+    assert store.count() == 2
+
+
 def test_last_seq_inside_atomic_is_the_high_water_mark_of_the_write(store: EventStore) -> None:
     # The importer's pattern: seqs above the mark read inside the write lock are its own.
     store.append(_turn("first", key="a"))

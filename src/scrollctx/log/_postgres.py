@@ -20,7 +20,8 @@ visible in seq order. Anything that follows the log by ``seq > last`` — the lo
 Other invariants:
 
 - Durability: every connection runs with ``synchronous_commit = on``; an append returns after
-  its COMMIT, so an acknowledged event survives the server's crash.
+  its COMMIT, so an acknowledged event survives the server's crash (a block run as
+  ``atomic(durable=False)``: once the next durable commit or the WAL writer flushed it).
 - No seq is consumed by a duplicate: dedup keys are looked up under the head lock, where no
   other writer can add one, and repeats get the seq of the first (a rolled-back batch consumes
   none either: the head is transactional).
@@ -286,11 +287,15 @@ class PostgresEventStore:
             )
 
     @contextmanager
-    def atomic(self) -> Iterator[Connection]:
+    def atomic(self, *, durable: bool = True) -> Iterator[Connection]:
         """Run a block in one transaction holding the log's write lock; nested: savepoints.
 
         Write events inside it with :meth:`append`/:meth:`append_many`. Errors of your own
         statements on the yielded connection propagate as psycopg raised them.
+        ``durable=False`` (the outermost block decides) commits without waiting for the WAL
+        flush (``synchronous_commit = off`` for this transaction): committed and visible at
+        once, flushed by the next durable commit or the WAL writer; a server crash before then
+        may lose it (never half of it).
         """
         with self._lock:
             held: Connection | None = getattr(self._local, "conn", None)
@@ -300,6 +305,8 @@ class PostgresEventStore:
                 return
             try:
                 with self._connection() as conn, conn.transaction():
+                    if not durable:
+                        conn.execute("SET LOCAL synchronous_commit = off")
                     conn.execute(_LOCK_HEAD)
                     self._local.conn = conn
                     try:

@@ -8,7 +8,9 @@ Invariants:
   created without FTS5 keeps no index and the surface falls back to ``LIKE``.
 
 - An append returns only after its transaction committed (``synchronous=FULL`` in WAL mode), so
-  a killed process loses nothing it was told was written, and a batch is all-or-nothing.
+  a killed process loses nothing it was told was written, and a batch is all-or-nothing. A
+  block run as ``atomic(durable=False)`` skips that commit's fsync: still committed (a killed
+  process loses nothing), on disk with the next durable commit.
 - ``seq`` is assigned by the database and never reused; rows are never updated or deleted
   (triggers refuse it).
 - Appends carrying a ``dedup_key`` are idempotent per ``(session_id, dedup_key)``: a repeat
@@ -232,15 +234,34 @@ class EventLog:
                 f"{self.path} failed quick_check: {'; '.join(rows[:5])}", path=str(self.path)
             )
 
-    def atomic(self) -> AbstractContextManager[sqlite3.Connection]:
+    def atomic(self, *, durable: bool = True) -> AbstractContextManager[sqlite3.Connection]:
         """Run a block in one transaction; nested blocks become savepoints.
 
         Write events inside it with :meth:`append`/:meth:`append_many` only: a raw INSERT on
         the yielded connection would not be indexed for search. A failure to begin or commit
         the outermost transaction (another writer's lock held past ``lock_timeout``, a full
         disk) is a :class:`StoreError`; errors of the block itself propagate unchanged.
+
+        ``durable=False`` (the outermost block decides) commits without the fsync
+        (``synchronous=NORMAL`` for this one commit): the rows are committed and visible at
+        once and survive the process being killed, and reach the disk with the next durable
+        commit (the WAL is one file, flushed whole); an OS crash or power loss before then
+        may lose them. For what can be had again, never for what a caller must keep.
         """
-        return self._atomic("write")
+        return self._atomic("write") if durable else self._unflushed()
+
+    @contextmanager
+    def _unflushed(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            outermost = self._depth == 0
+            if outermost:  # a safety level can only change outside a transaction
+                self._conn.execute("PRAGMA synchronous = NORMAL")
+            try:
+                with self._atomic("write") as conn:
+                    yield conn
+            finally:
+                if outermost:  # a failed COMMIT was rolled back: no transaction is open
+                    self._conn.execute("PRAGMA synchronous = FULL")
 
     @contextmanager
     def _atomic(self, action: str) -> Iterator[sqlite3.Connection]:

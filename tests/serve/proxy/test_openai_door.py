@@ -64,6 +64,45 @@ def test_a_client_resending_everything_appends_only_what_is_new(
     assert len([e for e in events if e.kind == "model_turn"]) == 6
 
 
+def _transactions(statements: list[str]) -> list[tuple[str, str]]:
+    """The write transactions a trace of the log's connection shows: (its rows, ``flushed`` or
+    ``unflushed``), in commit order."""
+    done, rows, mode = [], "", "flushed"
+    for sql in statements:
+        if sql.startswith("PRAGMA synchronous = "):
+            mode = "unflushed" if sql.endswith("NORMAL") else "flushed"
+        elif sql.startswith("INSERT INTO conversation_history ("):
+            rows += sql
+        elif sql == "COMMIT":
+            done.append((rows, mode))
+            rows = ""
+    return done
+
+
+def test_the_clients_messages_are_flushed_in_one_commit_and_the_reply_after_without_one(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    client = openai_proxy.openai()
+    history: list[dict[str, Any]] = [{"role": "user", "content": "First question."}]
+    openai_server.enqueue_text("First answer.")
+    history.append(_ask(client, history).choices[0].message.model_dump(exclude_none=True))
+    statements: list[str] = []
+    openai_proxy.log._conn.set_trace_callback(statements.append)  # observing, not driving
+    history += [{"role": "user", "content": "Uniquely first note."},
+                {"role": "user", "content": "Uniquely second note."}]  # fmt: skip
+    openai_server.enqueue_text("Uniquely worded reply.")
+    raw = client.chat.completions.with_raw_response.create(model="scripted-model",
+                                                           messages=history)  # fmt: skip
+    openai_proxy.events(raw.headers["x-scroll-session"])  # settled: the reply is logged
+    commits = _transactions(statements)
+    assert len(commits) == 2, commits
+    (client_rows, client_mode), (reply_rows, reply_mode) = commits
+    assert "Uniquely first note." in client_rows and "Uniquely second note." in client_rows
+    assert client_mode == "flushed"  # before upstream: nothing the client sent is lost
+    assert "Uniquely worded reply." in reply_rows and reply_mode == "unflushed"
+    assert "Uniquely" not in reply_rows.replace("Uniquely worded reply.", "")
+
+
 def test_identical_openings_with_different_session_headers_stay_apart(
     openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
 ) -> None:

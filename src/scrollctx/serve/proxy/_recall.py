@@ -20,8 +20,16 @@ Steps, once the request's new messages are logged (:mod:`._conversations`):
    lines stripped) and reasoning, and the client's own tool calls; never our calls. Its
    ``usage`` is the sum over every call; the hidden steps are listed in ``scroll.recall``.
    A last answer that called none of our tools is logged once the client has it
-   (:attr:`Outcome.settle`), so one disk flush, not two, lies on each request's path; should
-   that write fail, the client's next request still carries the reply, and it is logged then.
+   (:attr:`Outcome.settle`); should that write fail, the client's next request still carries
+   the reply, and it is logged then.
+
+Durability: the client's messages were committed with a disk flush before step 1 (they are
+what nothing may lose). What the loop writes (index events, answers, recall results) is
+committed at once, visible to every reader and safe from a killed proxy, but without a flush
+of its own (``atomic(durable=False)``): it reaches the disk with the next request's flush (or
+the OS's write-back), so the one flush on a request's path is its own messages'. Only an OS
+crash or power loss in between can lose it, and what it loses is the model's side of that
+request: the client's copy of the reply comes back with its next request.
 
 An answer that calls our tool and the client's together ends the request: ours run at once
 (their results follow the answer in the log), the client's go to the client, and its results
@@ -38,6 +46,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +55,7 @@ from scrollctx.agent.backends import Backend, ToolCall
 from scrollctx.errors import UsageError
 from scrollctx.serve.proxy._conversations import PROXY_KEY, Conversation, Conversations
 from scrollctx.serve.proxy._wire import Answer, ClientRequest, Wire, sum_usage
+from scrollctx.view import WorkingView
 
 __all__ = ["RECALL_TOOL", "Call", "Outcome", "RecallLimits", "RecallLoop"]
 
@@ -139,7 +149,7 @@ class RecallLoop:
             spent = time.monotonic() - started
             last = len(outcome.answers) + 1 >= self.limits.max_steps
             last = last or spent >= self.limits.max_seconds
-            view.ensure_budget(context.digest or None)
+            self._budget(view, context.digest)
             body = self.wire.upstream_body(request, view.build(self.wire.name), self.spec,
                                            last=last)  # fmt: skip
             began = time.monotonic()
@@ -187,7 +197,8 @@ class RecallLoop:
             "elapsed_s": round(elapsed, 3),
         }
         fields = {"metadata": {PROXY_KEY: marks, "model_call": call_meta}}
-        seq = view.append(answer.message, provider=self.wire.name, fields=fields)[-1]
+        with self._unflushed():
+            seq = view.append(answer.message, provider=self.wire.name, fields=fields)[-1]
         if done:
             self.conversations.record_reply(conversation, outcome.reply, marks["chain"], seq)
 
@@ -216,9 +227,23 @@ class RecallLoop:
             "tool_state": "ok" if observation.ok else "error",
         }
         view = self.conversations.view(conversation)
-        seq = view.append(message, provider=self.wire.name, fields=fields)[-1]
+        with self._unflushed():
+            seq = view.append(message, provider=self.wire.name, fields=fields)[-1]
         outcome.recall.append(_step(seq, tool_call, observation))
         return seq
+
+    def _budget(self, view: WorkingView, digest: str) -> None:
+        """Step 1, in a transaction of its own only when Algorithm 1 has something to write."""
+        if digest:
+            view.set_digest(digest)
+        if view.tokens > view.target:
+            with self._unflushed():
+                view.ensure_budget()
+
+    def _unflushed(self) -> AbstractContextManager[Any]:
+        """A transaction for what the loop writes: committed now, flushed with the next
+        request's messages (see the module docstring)."""
+        return self.conversations.log.atomic(durable=False)
 
 
 def _step(seq: int, call: ToolCall, observation: Observation) -> dict[str, Any]:
