@@ -85,9 +85,11 @@ def choose_budget(
     *,
     given: int | None = None,
     given_by: str = "--budget-tokens",
+    model: str | None = None,
 ) -> Budget:
     """Choose C for ``backend`` (see the module docstring); ``options`` are the per-call
-    options over the backend's own."""
+    options over the backend's own; ``model`` is the model a call names when it is not the
+    backend's own (a proxy's client picks it per request)."""
     if given is not None:
         return Budget(given, given_by)
     merged = backend.options.merged(options).as_dict()
@@ -96,10 +98,10 @@ def choose_budget(
     if isinstance(n_ctx, int):
         tokens = max(1024, n_ctx - int(reply or 256) - _LOCAL_MARGIN)
         return Budget(tokens, f"the local model's n_ctx ({n_ctx:,}) less the reply")
-    reported = backend.reported_window()
+    reported = backend.reported_window(model)
     if reported is not None:
         return _from_window(reported, reply, "the server's /v1/models")
-    entry = table_window(backend.model)
+    entry = table_window(model or backend.model)
     if entry is not None:
         return _from_window(entry[1], reply, f"the model table ({entry[0]})")
     if backend.context_window is not None:

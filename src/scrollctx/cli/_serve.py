@@ -75,7 +75,8 @@ _APIS = ("openai", "anthropic")
     type=click.IntRange(min=1024),
     default=None,
     metavar="N",
-    help="The working view's window C (default: the upstream model's, else 32000).",
+    help="The working view's window C for every model (default: each requested model's, "
+    "else 32000).",
 )
 @click.option(
     "--rho",
@@ -165,11 +166,8 @@ def serve_command(
                           "supported yet")  # fmt: skip
     api = upstream_api or _guess_api(upstream)
     backend = _upstream(api, upstream, upstream_key, timeout, upstream_retries, config)
-    from scrollctx.agent import choose_budget
-
-    chosen = choose_budget(backend, given=budget_tokens)
     options = ServeOptions(
-        view=ViewSettings(chosen.tokens, rho=rho),
+        view=ViewSettings(budget_tokens, rho=rho),
         limits=RecallLimits(max_recall_steps, recall_seconds, cell_timeout),
         sandbox=sandbox,
         host=host,
@@ -179,13 +177,16 @@ def serve_command(
         idle_timeout=idle_timeout,
         max_kernels=max_kernels,
     )
-    budget = options.view.budget_tokens
+    from scrollctx.agent._windows import DEFAULT_BUDGET
+
+    budget = (f"budget {budget_tokens:,} tokens from --budget-tokens" if budget_tokens
+              else "budget per requested model: its window from the upstream's /v1/models, "
+                   f"else the model table, else {DEFAULT_BUDGET:,} tokens")  # fmt: skip
 
     def ready(url: str, label: str) -> None:
         base = f"{url}/v1" if api == "openai" else url
         warn(f"scroll serve: {api} upstream {upstream}; point clients at {base} "
-             f"(sandbox {label}, budget {budget:,} tokens from {chosen.source}); "
-             "Ctrl-C stops")  # fmt: skip
+             f"(sandbox {label}, {budget}); Ctrl-C stops")  # fmt: skip
 
     serve_proxy(config.db_path, backend, options, on_ready=ready)
 

@@ -85,7 +85,10 @@ def test_the_clients_messages_are_flushed_in_one_commit_and_the_reply_after_with
     client = openai_proxy.openai()
     history: list[dict[str, Any]] = [{"role": "user", "content": "First question."}]
     openai_server.enqueue_text("First answer.")
-    history.append(_ask(client, history).choices[0].message.model_dump(exclude_none=True))
+    first = client.chat.completions.with_raw_response.create(model="scripted-model",
+                                                             messages=history)  # fmt: skip
+    history.append(first.parse().choices[0].message.model_dump(exclude_none=True))
+    openai_proxy.events(first.headers["x-scroll-session"])  # its reply is logged: settled
     statements: list[str] = []
     openai_proxy.log._conn.set_trace_callback(statements.append)  # observing, not driving
     history += [{"role": "user", "content": "Uniquely first note."},

@@ -172,8 +172,9 @@ class Backend(ABC):
         """
         yield self.complete(request)
 
-    def reported_window(self) -> int | None:
-        """The context window the server reports for this model, or ``None`` (not reported).
+    def reported_window(self, model: str | None = None) -> int | None:
+        """The context window the server reports for ``model`` (default: this backend's), or
+        ``None`` (not reported).
 
         The base reports none; a backend whose server publishes model metadata overrides it.
         """

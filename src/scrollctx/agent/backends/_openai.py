@@ -113,8 +113,7 @@ class OpenAIBackend(WireDoor, Backend):
         super().__init__(model=model or SOURCE.default_model, options=options, retry=retry)
         self.options: OpenAIOptions
         self.base_url = base_url
-        self._window: int | None = None
-        self._window_asked = False
+        self._windows: dict[str, int | None] = {}
         self._owns_client = client is None
         self._client = client or openai.OpenAI(
             api_key=api_key or _PLACEHOLDER_KEY,
@@ -164,16 +163,17 @@ class OpenAIBackend(WireDoor, Backend):
                     yield delta
         yield builder.finish()
 
-    def reported_window(self) -> int | None:
-        """The window ``GET /v1/models`` gives for this model (``max_model_len`` on vLLM,
-        ``context_length`` on OpenRouter and LM Studio...), asked once; ``None`` when the
-        server does not report one or cannot be asked (that is not an error: the caller
-        falls back to its table)."""
-        if not self._window_asked:
-            self._window, self._window_asked = self._ask_window(), True
-        return self._window
+    def reported_window(self, model: str | None = None) -> int | None:
+        """The window ``GET /v1/models`` gives for ``model`` (default: this backend's;
+        ``max_model_len`` on vLLM, ``context_length`` on OpenRouter and LM Studio...), asked
+        once per model; ``None`` when the server does not report one or cannot be asked (that
+        is not an error: the caller falls back to its table)."""
+        model = model or self.model
+        if model not in self._windows:
+            self._windows[model] = self._ask_window(model)
+        return self._windows[model]
 
-    def _ask_window(self) -> int | None:
+    def _ask_window(self, model: str) -> int | None:
         try:
             with map_openai_errors(self.name):
                 listed = self._client.models.list()
@@ -181,7 +181,7 @@ class OpenAIBackend(WireDoor, Backend):
             _log.debug("GET models failed, no reported window: %s", exc)
             return None
         for entry in listed.data:
-            if entry.id == self.model:
+            if entry.id == model:
                 return _window_of(entry.model_dump())
         return None
 

@@ -42,6 +42,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scrollctx.errors import UsageError
 from scrollctx.log import EventLog, Kind, NewEvent
 from scrollctx.serve.proxy._wire import ClientRequest, Wire, chain_digest, fields
 from scrollctx.view import WorkingView, branch_view
@@ -58,7 +59,9 @@ _RECENT = 64
 class ViewSettings:
     """The working view's knobs, the same for every conversation of a proxy."""
 
-    budget_tokens: int
+    budget_tokens: int | None = None
+    """The window C of every conversation (``--budget-tokens``); None: C of the model each
+    request names (:class:`~._windows.ModelWindows`)."""
     rho: float = 0.8
     k: int = 4
     tail_groups: int = 2
@@ -66,9 +69,8 @@ class ViewSettings:
     evict_to: float | None = None
 
     def as_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :class:`~scrollctx.view.WorkingView`."""
+        """Keyword arguments of :class:`~scrollctx.view.WorkingView` but its window."""
         return {
-            "budget_tokens": self.budget_tokens,
             "rho": self.rho,
             "k": self.k,
             "tail_groups": self.tail_groups,
@@ -126,12 +128,19 @@ class Conversations:
         log: the Event Log (the proxy's writer).
         settings: the working view's knobs.
         system_prompt: builds the view's system prompt from the client's.
+        window: the view's window C for the model a request names (default:
+            ``settings.budget_tokens`` for every model).
     """
 
     def __init__(
-        self, log: EventLog, settings: ViewSettings, system_prompt: Callable[[str], str]
+        self,
+        log: EventLog,
+        settings: ViewSettings,
+        system_prompt: Callable[[str], str],
+        window: Callable[[object], int] | None = None,
     ) -> None:
         self.log, self.settings, self.system_prompt = log, settings, system_prompt
+        self.window = window or _fixed(settings.budget_tokens)
         self._lock = threading.Lock()
         self._sessions: dict[str, Conversation] = {}
         self._nodes: dict[str, tuple[str, int]] = {}
@@ -164,8 +173,9 @@ class Conversations:
             StoreError: the log refused the write; nothing of the request was logged.
         """
         chain = self._chain(request, wire, namespace)
+        budget = self.window(request.params.get("model"))
         while True:
-            conversation, start, how = self._target(request, chain)
+            conversation, start, how = self._target(request, chain, budget)
             if how == "continued":
                 conversation.lock.acquire()
                 if conversation.tip != start or conversation.tip_digest != chain[start]:
@@ -173,7 +183,7 @@ class Conversations:
                     continue
             break
         try:
-            appended = self._append(conversation, request, wire, chain, start)
+            appended = self._append(conversation, request, wire, chain, start, budget)
         except BaseException:
             conversation.lock.release()
             raise
@@ -207,7 +217,9 @@ class Conversations:
                 best = digests[: known + 1]
         return best
 
-    def _target(self, request: ClientRequest, chain: list[str]) -> tuple[Conversation, int, str]:
+    def _target(
+        self, request: ClientRequest, chain: list[str], budget: int
+    ) -> tuple[Conversation, int, str]:
         with self._lock:
             for position in range(len(chain) - 1, -1, -1):
                 digest = chain[position]
@@ -216,7 +228,7 @@ class Conversations:
                     return self._sessions[tip], position, "continued"
                 node = self._nodes.get(digest)
                 if node is not None and position > 0:
-                    return self._branch(*node, chain), position, "branched"
+                    return self._branch(*node, chain, budget), position, "branched"
             return self._start(request, chain[0]), 0, "new"
 
     def _start(self, request: ClientRequest, digest: str) -> Conversation:
@@ -226,7 +238,7 @@ class Conversations:
         seq = self.log.append(self._start_event(conversation, {"chain": digest}))
         return self._register_new(conversation, 0, digest, seq)
 
-    def _branch(self, parent_id: str, position: int, chain: list[str]) -> Conversation:
+    def _branch(self, parent_id: str, position: int, chain: list[str], budget: int) -> Conversation:
         """A branch of ``parent_id`` at ``position``, locked, registered (lock held)."""
         parent = self._sessions[parent_id]
         session_id = _PREFIX + uuid.uuid4().hex[:12]
@@ -238,6 +250,7 @@ class Conversations:
             parent_id,
             self.system_prompt(parent.system),
             before_seq=parent.ends[position] + 1,
+            budget_tokens=budget,
             **self.settings.as_kwargs(),
         )
         conversation.view = branch_view(
@@ -276,8 +289,9 @@ class Conversations:
         wire: Wire,
         chain: list[str],
         start: int,
+        budget: int,
     ) -> int:
-        view = self.view(conversation)
+        view = self.view(conversation, budget)
         new = request.messages[start:]
         added = []
         try:
@@ -334,16 +348,23 @@ class Conversations:
         """Record that more (hidden) events of the tip's reply were logged, up to ``seq``."""
         conversation.ends[conversation.tip] = max(conversation.ends[conversation.tip], seq)
 
-    def view(self, conversation: Conversation) -> WorkingView:
-        """The conversation's working view, restored from the log on first use."""
+    def view(self, conversation: Conversation, budget: int | None = None) -> WorkingView:
+        """The conversation's working view, restored from the log on first use.
+
+        ``budget``: the window C of the model the request being admitted names; the view
+        takes it (default: it keeps its own).
+        """
         if conversation.view is None:
             conversation.view = WorkingView.restore(
                 self.log,
                 conversation.session_id,
                 self.system_prompt(conversation.system),
                 event_fields={"agent_id": conversation.agent_id},
+                budget_tokens=budget or self.window(None),
                 **self.settings.as_kwargs(),
             )
+        elif budget is not None:
+            conversation.view.budget_tokens = budget
         return conversation.view
 
     # -- after a restart -------------------------------------------------------------------
@@ -394,6 +415,12 @@ class Conversations:
         self._sessions[session_id] = conversation
         if conversation.tip == 0:
             self._nodes.setdefault(conversation.tip_digest, (session_id, 0))
+
+
+def _fixed(budget: int | None) -> Callable[[object], int]:
+    if budget is None:
+        raise UsageError("ViewSettings.budget_tokens is None: give Conversations a window")
+    return lambda model: budget
 
 
 def _matched(messages: Sequence[Any], seen: Sequence[Any], digests: list[str], wire: Wire) -> int:

@@ -29,6 +29,7 @@ from scrollctx.serve.proxy._conversations import Conversation, Conversations, Vi
 from scrollctx.serve.proxy._door import Door
 from scrollctx.serve.proxy._openai_wire import OPENAI
 from scrollctx.serve.proxy._recall import RECALL_TOOL, RecallLimits, RecallLoop
+from scrollctx.serve.proxy._windows import ModelWindows
 from scrollctx.serve.proxy._wire import Wire
 from scrollctx.view import HEADLINE_PROMPT
 
@@ -70,7 +71,7 @@ class Proxy:
     Args:
         log: the store's Event Log (the proxy writes through it).
         backend: the upstream; its ``wire`` picks the door. The proxy closes it.
-        view: the working view's knobs.
+        view: the working view's knobs (``budget_tokens`` None: C per requested model).
         limits: the recall loop's budget per request.
         sandbox: the kernels' sandbox policy; ``label`` is what :func:`sandbox_label` said.
         session_key: ``header`` or ``api-key`` (see :class:`~._door.Door`).
@@ -94,7 +95,9 @@ class Proxy:
         wire = _wire(backend)
         self.log, self.backend, self.sandbox, self.limits = log, backend, sandbox, limits
         rules = proxy_rules()
-        self.conversations = Conversations(log, view, lambda system: _joined(system, rules))
+        self.windows = ModelWindows(backend, given=view.budget_tokens)
+        self.conversations = Conversations(log, view, lambda system: _joined(system, rules),
+                                           window=self.windows.tokens)  # fmt: skip
         self.conversations.load()
         self._contexts_lock = threading.Lock()
         self._owners: dict[str, Conversation] = {}
