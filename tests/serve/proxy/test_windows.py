@@ -22,18 +22,19 @@ def _history(pairs: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def two_models(openai_server: ScriptedOpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The upstream lists a small-window and a large-window model in its /v1/models."""
+def proxy(
+    openai_server: ScriptedOpenAIServer, start_proxy: Any, monkeypatch: pytest.MonkeyPatch
+) -> Any:
+    """A proxy with no fixed window, whose upstream lists a small- and a large-window model."""
     monkeypatch.setattr(openai_server, "models", ["small-model", "big-model"])
     openai_server.model_metadata["small-model"] = {"max_model_len": 8_096}  # C: 4,000
     openai_server.model_metadata["big-model"] = {"context_length": 200_000}  # C: 128,000
+    return start_proxy(openai_server, view=ViewSettings(None, tail_groups=1, keep_results=1))
 
 
-@pytest.mark.usefixtures("two_models")
 def test_each_request_gets_the_window_of_the_model_it_names(
-    openai_server: ScriptedOpenAIServer, start_proxy: Any
+    openai_server: ScriptedOpenAIServer, proxy: Any
 ) -> None:
-    proxy = start_proxy(openai_server, view=ViewSettings(None, tail_groups=1, keep_results=1))
     client = proxy.openai()
     history = _history(80)  # about 9,000 tokens
     sent = {}
@@ -53,11 +54,9 @@ def test_each_request_gets_the_window_of_the_model_it_names(
     assert windows.budget("gpt-4-0613").source.startswith("the model table (gpt-4)")
 
 
-@pytest.mark.usefixtures("two_models")
 def test_a_conversation_takes_the_window_of_the_model_its_latest_request_names(
-    openai_server: ScriptedOpenAIServer, start_proxy: Any
+    openai_server: ScriptedOpenAIServer, proxy: Any
 ) -> None:
-    proxy = start_proxy(openai_server, view=ViewSettings(None, tail_groups=1, keep_results=1))
     client = proxy.openai()
     history = _history(80)
     openai_server.enqueue(openai_text("The weather."))
