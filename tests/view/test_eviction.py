@@ -573,3 +573,30 @@ def test_the_token_calibration_survives_a_restart(view_log: EventLog) -> None:
 
 def _acted(report: Any) -> bool:
     return bool(report.folded or report.evicted)
+
+
+def test_a_long_history_arriving_at_once_is_planned_in_few_renders(
+    view_log: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A proxy's first request of a conversation that began elsewhere brings its whole history
+    # at once. Planning that eviction rendered and counted the growing index block once per
+    # exchange it took (quadratic: 2,000 messages held the request for two minutes).
+    from scrollctx.view import _working
+
+    view = WorkingView(view_log, "arrived", "system prompt", budget_tokens=32_000)
+    session = Session(view)
+    for _ in range(300):
+        session.user(60)
+        session.reply(120)
+    session.persist()
+    renders: list[int] = []
+    build = _working.build_block
+
+    def counted(*args: Any) -> Any:
+        renders.append(1)
+        return build(*args)
+
+    monkeypatch.setattr(_working, "build_block", counted)
+    report = view.ensure_budget()
+    assert report.evicted and view.tokens <= 32_000
+    assert len(renders) < 30, len(renders)  # once per exchange: hundreds

@@ -558,16 +558,20 @@ class WorkingView:
         ends = [request is not None or self._ends_exchange(g) for g in region]
         last_end = max((i for i, end in enumerate(ends) if end), default=-1)
         chosen: list[Group] = []
-        removed = 0
+        removed = cost = 0
         for position, group in enumerate(region):
             members = self._turns[group.start : group.end]
             removed += sum(t.stub_tokens if id(t) in folded else t.tokens for t in members)
             if not all(t.pinned for t in members):
                 chosen.append(group)
             plan.drops += members
-            if (ends[position] or position > last_end) and (
-                removed - self._block_cost(chosen, request) >= excess
-            ):
+            if not (ends[position] or position > last_end) or removed - cost < excess:
+                continue
+            # A block only grows with its span: its last cost bounds the next from below, so
+            # it is rendered again only once the savings could pay for it (rendering it for
+            # every group made the first plan of a long conversation quadratic).
+            cost = self._block_cost(chosen, request)
+            if removed - cost >= excess:
                 break
         if not chosen:
             return
