@@ -20,9 +20,10 @@ import pytest
 from ui_helpers import HOSTILE, ServedApp, UIStore
 
 from scrollctx.cli import run
-from scrollctx.serve.ui import check_bind, is_loopback
+from scrollctx.serve._network import check_bind, is_loopback
 
 SCROLL = Path(sys.executable).parent / "scroll"
+TOKEN = "ui-token-of-the-tests-7c1f"
 
 
 class Client:
@@ -129,27 +130,37 @@ def test_the_inspector_never_writes_the_store(ui_store: UIStore, tmp_path: Path)
 def test_off_loopback_needs_a_token(capsys: pytest.CaptureFixture[str], ui_store: UIStore) -> None:
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
-    check_bind("0.0.0.0", "secret")  # with a token: allowed
+    check_bind("0.0.0.0", TOKEN)  # with a token: allowed
     code = run(["ui", "--store", str(ui_store.path), "--host", "0.0.0.0", "--port", "1"])
     assert code == 2
-    assert "needs --token" in capsys.readouterr().err
+    assert "refusing to serve 0.0.0.0 without a token" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
+def test_a_token_too_short_to_be_one_is_refused(
+    capsys: pytest.CaptureFixture[str], ui_store: UIStore, host: str
+) -> None:
+    # The rule of every HTTP door: the inspector once took any token, "t" included.
+    code = run(["ui", "--store", str(ui_store.path), "--host", host, "--token", "t"])
+    assert code == 2
+    assert "the token has 1 characters; use at least 16" in capsys.readouterr().err
 
 
 def test_a_token_is_checked_on_every_request(ui_store: UIStore) -> None:
     from scrollctx.serve.ui._app import TOKEN_COOKIE, create_app
 
-    served = ServedApp(create_app(ui_store.path / "history.db", token="s3cret-token"))
+    served = ServedApp(create_app(ui_store.path / "history.db", token=TOKEN))
     try:
         client = Client(served.port)
         assert client.get("/")[0] == 401
         assert client.get("/?token=wrong")[0] == 401
         assert client.get("/static/ui.css")[0] == 401
-        assert client.get("/", {"Authorization": "Bearer s3cret-token"})[0] == 200
-        status, headers, _ = client.get(f"/timeline?session={HOSTILE}&token=s3cret-token")
+        assert client.get("/", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+        status, headers, _ = client.get(f"/timeline?session={HOSTILE}&token={TOKEN}")
         assert status == 303
         assert headers["location"].endswith(f"/timeline?session={HOSTILE}")
         assert "HttpOnly" in headers["set-cookie"] and "SameSite=strict" in headers["set-cookie"]
-        assert client.cookies == {TOKEN_COOKIE: "s3cret-token"}
+        assert client.cookies == {TOKEN_COOKIE: TOKEN}
         assert client.get(f"/timeline?session={HOSTILE}")[0] == 200
     finally:
         served.stop()
@@ -160,6 +171,13 @@ def test_without_a_token_only_loopback_host_names_are_answered(served: ServedApp
     assert client.get("/")[0] == 200
     assert client.get("/", {"Host": f"localhost:{served.port}"})[0] == 200
     assert client.get("/", {"Host": "attacker.example"})[0] == 421
+
+
+def test_a_page_of_another_site_is_refused(served: ServedApp) -> None:
+    client = Client(served.port)
+    assert client.get("/", {"Origin": "http://attacker.example"})[0] == 403
+    assert client.get("/", {"Origin": "null"})[0] == 403
+    assert client.get("/", {"Origin": f"http://127.0.0.1:{served.port}"})[0] == 200
 
 
 @pytest.mark.parametrize(
@@ -221,7 +239,7 @@ def test_every_page_forbids_inline_script_and_other_origins(served: ServedApp) -
 
 def test_scroll_ui_serves_until_terminated(ui_store: UIStore) -> None:
     process = subprocess.Popen(
-        [str(SCROLL), "ui", "--store", str(ui_store.path), "--port", "0", "--token", "tk"],
+        [str(SCROLL), "ui", "--store", str(ui_store.path), "--port", "0", "--token", TOKEN],
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "SCROLL_UI_TOKEN": ""},
@@ -229,13 +247,13 @@ def test_scroll_ui_serves_until_terminated(ui_store: UIStore) -> None:
     try:
         assert process.stderr is not None
         banner = process.stderr.readline()
-        found = re.search(r"http://127\.0\.0\.1:(\d+)/\?token=tk ", banner)
+        found = re.search(rf"http://127\.0\.0\.1:(\d+)/\?token={TOKEN} ", banner)
         assert found, banner  # the port the OS picked, not 0
         port = int(found.group(1))
         deadline = time.monotonic() + 30
         while True:  # poll until the socket answers
             try:
-                status, _, text = Client(port).get("/", {"Authorization": "Bearer tk"})
+                status, _, text = Client(port).get("/", {"Authorization": f"Bearer {TOKEN}"})
                 break
             except ConnectionRefusedError:
                 assert time.monotonic() < deadline and process.poll() is None, "no answer"
@@ -260,7 +278,7 @@ def test_a_port_in_use_is_a_usage_error_before_any_address_is_shown(
     err = capsys.readouterr().err
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use; choose another" in err
     assert run(["ui", "--store", str(ui_store.path), "--host", "no.such.host.invalid",
-                "--token", "t", "--port", "0"]) == 2  # fmt: skip
+                "--token", TOKEN, "--port", "0"]) == 2  # fmt: skip
     err += capsys.readouterr().err
     assert "cannot listen on no.such.host.invalid:0: " in err
     assert "http://" not in err

@@ -9,6 +9,6 @@ Starlette, Jinja2 and uvicorn come with the ``ui`` extra; this package imports t
 ``_app`` (:func:`create_app`), which :meth:`UIServer.run` loads.
 """
 
-from scrollctx.serve.ui._server import UIServer, check_bind, is_loopback, new_token
+from scrollctx.serve.ui._server import UIServer
 
-__all__ = ["UIServer", "check_bind", "is_loopback", "new_token"]
+__all__ = ["UIServer"]

@@ -4,11 +4,12 @@ Invariants:
 
 - Read-only: the store is opened with :meth:`EventLog.open_read_only` (no write can reach the
   file or the payload folder) and the app answers only GET and HEAD (405 otherwise).
-- Guarded: with a token, every request must carry it (``?token=`` once, which sets an HttpOnly
+- Guarded by the guard of every HTTP door (:class:`~scrollctx.serve._network.TokenGuard`):
+  with a token, every request must carry it (``?token=`` once, which sets an HttpOnly
   same-site cookie, or ``Authorization: Bearer``); without one (loopback only, see
   :mod:`._server`) the ``Host`` header must name a loopback address, so a web page elsewhere
-  cannot reach the store through DNS rebinding. Every response forbids inline script and any
-  origin but this one (Content-Security-Policy).
+  cannot reach the store through DNS rebinding; a page of another site gets 403. Every
+  response forbids inline script and any origin but this one (Content-Security-Policy).
 - A bad URL (unknown session, seq, call, page) is a 404 page; a store error an error page;
   never a traceback. Session ids travel as query parameters (they hold ``/`` and ``:``).
 - Reads are serialized (one SQLite connection); pages never load a whole payload or session.
@@ -33,10 +34,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 
 from scrollctx.agent import rebuild_call
 from scrollctx.errors import MissingDependency, ScrollError, UsageError
 from scrollctx.log import EventLog
+from scrollctx.serve._network import TokenGuard
 from scrollctx.serve.ui import _calls, _plots, _search, _sessions
 from scrollctx.serve.ui._bench import BenchReports
 from scrollctx.serve.ui._html import make_environment
@@ -45,7 +48,6 @@ from scrollctx.view import call_seqs
 __all__ = ["TOKEN_COOKIE", "create_app"]
 
 TOKEN_COOKIE = "scroll_ui_token"
-_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 _CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -280,7 +282,11 @@ def bench_plot(inspector: _Inspector, request: Request) -> Response:
 
 
 class _Guard(BaseHTTPMiddleware):
-    """Only GET/HEAD; the token (when set) or a loopback Host (when not); security headers."""
+    """Only GET/HEAD; ``?token=`` traded for a cookie; security headers.
+
+    The token itself (or, without one, a loopback ``Host``) is checked before this, by the
+    guard every HTTP door shares (:class:`~scrollctx.serve._network.TokenGuard`).
+    """
 
     def __init__(self, app: Any, token: str | None) -> None:
         super().__init__(app)
@@ -293,25 +299,12 @@ class _Guard(BaseHTTPMiddleware):
             return _plain(
                 405, "the inspector is read-only: only GET and HEAD", {"Allow": "GET, HEAD"}
             )
-        if self.token is None:
-            host = request.headers.get("host", "").rsplit(":", 1)[0]
-            if host not in _LOOPBACK_HOSTS:
-                return _plain(421, f"this inspector answers loopback hosts only, not {host!r}")
-        else:
-            given = request.query_params.get("token")
-            if given is not None and _same(given, self.token):
-                return _enter(request, self.token)
-            if not self._carries_token(request):
-                return _plain(401, "a token is needed: open the URL scroll ui printed")
+        given = request.query_params.get("token")
+        if self.token is not None and given is not None and _same(given, self.token):
+            return _enter(request, self.token)
         response = await call_next(request)
         response.headers.update(_HEADERS)
         return response
-
-    def _carries_token(self, request: Request) -> bool:
-        assert self.token is not None
-        cookie = request.cookies.get(TOKEN_COOKIE, "")
-        bearer = request.headers.get("authorization", "").removeprefix("Bearer ")
-        return _same(cookie, self.token) or _same(bearer, self.token)
 
 
 def _same(given: str, token: str) -> bool:
@@ -363,7 +356,7 @@ def _lifespan(inspector: _Inspector) -> Callable[[Starlette], AbstractAsyncConte
 
 def create_app(
     db_path: Path, *, token: str | None = None, results_dir: Path | None = None
-) -> Starlette:
+) -> ASGIApp:
     """Build the inspector over the store file ``db_path`` (opened read-only here).
 
     ``token``: required of every request when given (see the module docstring);
@@ -401,4 +394,4 @@ def create_app(
         lifespan=_lifespan(inspector),
     )
     app.state.inspector = inspector
-    return app
+    return TokenGuard(app, token, cookie=TOKEN_COOKIE, query="token")
