@@ -66,9 +66,11 @@ class AnthropicWire:
         """Role and the content blocks that survive an echo (thinking and cache marks drop)."""
         content = message.get("content")
         if isinstance(content, str):
-            blocks = [["text", content.strip()]] if content.strip() else []
-        else:
-            blocks = [b for b in (_canonical_block(block) for block in content or []) if b]
+            blocks: Any = [["text", content.strip()]] if content.strip() else []
+        elif isinstance(content, list):
+            blocks = [b for b in (_canonical_block(block) for block in content) if b]
+        else:  # not a message: digested as it is, then refused by check
+            blocks = content
         return fields(message.get("role"), canonical_json(blocks))
 
     def upstream_body(
@@ -178,7 +180,9 @@ def _system_text(system: Any) -> str:
     return "\n\n".join(str(block.get("text") or "") for block in system)
 
 
-def _canonical_block(block: Mapping[str, Any]) -> Any:
+def _canonical_block(block: Any) -> Any:
+    if not isinstance(block, Mapping):
+        return block  # not a block: check refuses it
     kind = block.get("type")
     if kind in _THINKING:
         return None
@@ -189,11 +193,12 @@ def _canonical_block(block: Mapping[str, Any]) -> Any:
         return ["tool_use", block.get("id"), block.get("name"), block.get("input")]
     if kind == "tool_result":
         result = block.get("content")
-        content = (
-            result.strip()
-            if isinstance(result, str)
-            else [_canonical_block(b) for b in result or [] if isinstance(b, Mapping)]
-        )
+        if isinstance(result, str):
+            content: Any = result.strip()
+        elif isinstance(result, list) or result is None:
+            content = [_canonical_block(b) for b in result or [] if isinstance(b, Mapping)]
+        else:
+            content = result  # not a result: check refuses it
         return ["tool_result", block.get("tool_use_id"), content, bool(block.get("is_error"))]
     return [kind, {k: v for k, v in block.items() if k != "cache_control"}]
 

@@ -6,7 +6,8 @@ call) is blocking and runs on a worker thread; a stream's events reach the clien
 worker pushes them. A client that disconnects mid-stream stops its request: the worker sees it
 before the next upstream event and closes the upstream response; what was logged stays.
 
-Request bodies are read up to ``max_body`` bytes (413 past it) and must be JSON (400).
+Request bodies are read up to ``max_body`` bytes (413 past it) and must be JSON (400; nesting
+deeper than the decoder takes is a 400 too).
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ async def _read_json(request: Request, max_body: int, door: Door) -> Any:
         return json.loads(b"".join(chunks))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         message = f"the request body is not JSON: {exc}"
-        return Reply.json(400, door.wire.error_body(400, message), door.headers)
+    except RecursionError:  # the decoder's own limit: a body nested deeper than Python's stack
+        message = "the request body is nested too deeply to be a request"
+    return Reply.json(400, door.wire.error_body(400, message), door.headers)
 
 
 def _response(reply: Reply) -> Response:

@@ -165,16 +165,15 @@ class Door:
         """Answer one streamed request (a worker thread), pushing what the client gets.
 
         The first item is a :class:`Reply` when the request fails before any event (so the
-        client gets a real status), else the stream's headers; then the encoded events; last
-        ``None``. ``push`` raises :class:`Disconnected` once the client is gone;
-        ``cancelled`` says so too, and closes the upstream stream at once.
+        client gets a real status; what follows it is not read), else the stream's headers;
+        then the encoded events; last ``None``. ``push`` raises :class:`Disconnected` once the
+        client is gone; ``cancelled`` says so too, and closes the upstream stream at once.
         """
         try:
             request = self.wire.parse(body)
             admitted = self.conversations.admit(request, self.wire, self.namespace(headers))
         except ScrollError as exc:
-            push(failure(exc, self.wire, self.headers))
-            push(None)
+            push(failure(exc, self.wire, self.headers))  # answered as it is: nothing follows
             return
         conversation = admitted.conversation
         said = {**self.headers, "X-Scroll-Session": conversation.session_id}

@@ -67,13 +67,13 @@ class OpenAIWire:
         _check_message(message, position)
 
     def fingerprint(self, message: Mapping[str, Any]) -> bytes:
-        """Role, text, tool calls (arguments as parsed JSON), and the call a result answers."""
+        """Role, text, tool calls (arguments as parsed JSON), and the call a result answers.
+
+        Any object has one: a message is digested before :meth:`check` refuses it.
+        """
         calls = message.get("tool_calls")
-        shown = canonical_json([
-            [call.get("id"), (call.get("function") or {}).get("name"),
-             _arguments((call.get("function") or {}).get("arguments"))]
-            for call in calls
-        ]) if calls else ""  # fmt: skip
+        keys = [_call_key(call) for call in calls] if isinstance(calls, list) else calls
+        shown = canonical_json(keys) if calls else ""
         text = _content_text(message.get("content"))
         return fields(message.get("role"), text, shown, message.get("tool_call_id"))
 
@@ -156,8 +156,10 @@ def _check_message(message: Mapping[str, Any], position: int) -> None:
     require(role in _ROLES, f"message {position} has role {role!r}; use user, assistant or tool")
     content = message.get("content")
     require(
-        content is None or isinstance(content, str | list),
-        f"message {position}: `content` must be a string, a list of parts or null",
+        content is None
+        or isinstance(content, str)
+        or (isinstance(content, list) and all(isinstance(part, dict) for part in content)),
+        f"message {position}: `content` must be a string, a list of part objects or null",
     )
     if role == "tool":
         require(
@@ -186,6 +188,14 @@ def _content_text(content: Any) -> str:
         else:
             pieces.append(json.dumps(part, sort_keys=True, ensure_ascii=False))
     return "\n".join(p for p in pieces if p)
+
+
+def _call_key(call: Any) -> Any:
+    """What a tool call's fingerprint keeps: id, name, arguments (another shape as it is)."""
+    function = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(function, dict):
+        return call
+    return [call.get("id"), function.get("name"), _arguments(function.get("arguments"))]
 
 
 def _arguments(raw: Any) -> Any:

@@ -29,6 +29,7 @@ from scrollctx.errors import UsageError
 from scrollctx.view import HeadlineStripper, RenderedView
 
 __all__ = [
+    "MAX_MESSAGES",
     "Answer",
     "BodyFields",
     "ClientRequest",
@@ -137,6 +138,11 @@ class BodyFields:
     stream: bool
 
 
+MAX_MESSAGES = 100_000
+"""The most messages one request may hold: each new one is digested, checked and logged before
+the upstream is called, so a body of a million tiny messages (40 MB) held a proxy for hours."""
+
+
 def body_fields(body: Any) -> BodyFields:
     """Check what every request body has: an object, ``messages``, ``tools``, ``stream``."""
     require(isinstance(body, dict), "the request body must be a JSON object")
@@ -144,6 +150,11 @@ def body_fields(body: Any) -> BodyFields:
     require(
         isinstance(messages, list) and bool(messages),
         "`messages` must be a non-empty list of message objects",
+    )
+    require(
+        len(messages) <= MAX_MESSAGES,
+        f"`messages` holds {len(messages):,} messages; scroll serve takes at most "
+        f"{MAX_MESSAGES:,} in one request",
     )
     tools = body.get("tools") or []
     require(
@@ -180,9 +191,13 @@ def chain_digest(previous: str, fingerprint: bytes) -> str:
     return hashlib.sha256(previous.encode() + fingerprint).hexdigest()[:32]
 
 
-def fields(*values: str | None) -> bytes:
-    """An unambiguous encoding of a few texts (each prefixed by its length), for fingerprints."""
-    return "".join(f"{len(v or '')}:{v or ''}" for v in values).encode()
+def fields(*values: Any) -> bytes:
+    """An unambiguous encoding of a few texts (each prefixed by its length), for fingerprints.
+
+    A value that is not a text (a client's malformed field, refused later) counts as its JSON.
+    """
+    texts = (v if isinstance(v, str) else "" if v is None else canonical_json(v) for v in values)
+    return "".join(f"{len(t)}:{t}" for t in texts).encode()
 
 
 def canonical_json(value: Any) -> str:

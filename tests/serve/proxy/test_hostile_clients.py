@@ -1,0 +1,124 @@
+"""Hostile clients of ``scroll serve`` (the audit's attacks): a web page in the user's browser,
+bodies no SDK sends, and a conversation of many messages at once. Each is refused with a
+clear status before anything is logged or the upstream is called, and the proxy serves the
+next request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx2
+import pytest
+from proxy_helpers import ProxyServer
+from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
+
+from scrollctx.serve.proxy._door import Cancellation, Disconnected, Reply
+
+QUESTION = [{"role": "user", "content": "Are you there?"}]
+
+
+def _post(proxy: ProxyServer, path: str, **sent: Any) -> httpx2.Response:
+    return httpx2.post(f"{proxy.url}{path}", timeout=60, **sent)
+
+
+def test_a_web_page_of_another_site_cannot_make_the_browser_call_the_proxy(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    # A page may POST text/plain to 127.0.0.1 with no CORS preflight; its Host is then a
+    # loopback name, only its Origin tells. Such a request was logged and went upstream.
+    body = json.dumps({"model": "m", "messages": QUESTION})
+    for origin in ("http://attacker.example", "null", "http://[bad"):
+        response = _post(openai_proxy, "/v1/chat/completions", content=body,
+                         headers={"Origin": origin, "Content-Type": "text/plain"})  # fmt: skip
+        assert response.status_code == 403, origin
+    assert openai_server.requests == []
+    assert openai_proxy.log.count() == 0
+    openai_server.enqueue_text("Hello.")  # a page this machine serves (a local tool) may call
+    local = _post(openai_proxy, "/v1/chat/completions", content=body,
+                  headers={"Origin": "http://localhost:5173"})  # fmt: skip
+    assert local.status_code == 200
+
+
+OPENAI_BODIES = [
+    ([{"role": "user", "content": [5]}], "list of part objects"),
+    ([{"role": "user", "content": "a"},
+      {"role": "assistant", "content": None, "tool_calls": [{"id": 5, "function": "f"}]}],
+     "`tool_calls` must be a list"),
+    ([{"role": "user", "content": "a"}, {"role": "assistant", "tool_calls": "call it"}],
+     "`tool_calls` must be a list"),
+    ([{"role": 5, "content": "a"}], "has role 5"),
+]  # fmt: skip
+ANTHROPIC_BODIES = [
+    ([{"role": "user", "content": 5}], "`content` must be a string or a list of blocks"),
+    ([{"role": "user", "content": [5]}], "`content` must be a string or a list of blocks"),
+]
+
+
+@pytest.mark.parametrize("messages,said", OPENAI_BODIES)
+def test_malformed_openai_messages_are_400_not_500(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer, messages: Any, said: str
+) -> None:
+    # Each message is digested before it is checked: a digest that assumed a valid shape
+    # raised (AttributeError, TypeError), and the client got 500 with a traceback in the log.
+    response = _post(openai_proxy, "/v1/chat/completions",
+                     json={"model": "m", "messages": messages})  # fmt: skip
+    assert response.status_code == 400, response.text
+    assert said in response.json()["error"]["message"]
+    assert openai_proxy.log.count() <= 1  # at most the conversation's start event
+    assert openai_server.requests == []
+
+
+@pytest.mark.parametrize("messages,said", ANTHROPIC_BODIES)
+def test_malformed_anthropic_messages_are_400_not_500(
+    anthropic_server: ScriptedAnthropicServer,
+    anthropic_proxy: ProxyServer,
+    messages: Any,
+    said: str,
+) -> None:
+    response = _post(anthropic_proxy, "/v1/messages",
+                     json={"model": "m", "max_tokens": 9, "messages": messages})  # fmt: skip
+    assert response.status_code == 400, response.text
+    assert said in response.json()["error"]["message"]
+    assert anthropic_proxy.log.count() <= 1
+    assert anthropic_server.requests == []
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_body_nested_deeper_than_the_decoder_takes_is_a_400(
+    openai_proxy: ProxyServer, stream: bool
+) -> None:
+    deep = b'{"stream": %s, "messages": ' % json.dumps(stream).encode()
+    deep += b"[" * 100_000 + b"]" * 100_000 + b"}"
+    response = _post(openai_proxy, "/v1/chat/completions", content=deep)
+    assert response.status_code == 400  # was 500: the decoder's RecursionError
+    assert "nested too deeply" in response.json()["error"]["message"]
+
+
+def test_a_request_of_too_many_messages_is_refused_before_any_is_digested(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    # A million tiny messages (40 MB, under the body limit) held the proxy for hours and
+    # gigabytes: each is digested, checked and logged before the upstream is called.
+    many = [{"role": "user", "content": "x"}] * 100_001
+    response = _post(openai_proxy, "/v1/chat/completions", json={"model": "m", "messages": many})
+    assert response.status_code == 400
+    assert "takes at most 100,000 in one request" in response.json()["error"]["message"]
+    assert openai_proxy.log.count() == 0 and openai_server.requests == []
+
+
+def test_a_streamed_request_refused_at_once_ends_its_worker_quietly(
+    openai_proxy: ProxyServer,
+) -> None:
+    # The app answers a refusal and stops reading; the worker then pushed one more item,
+    # which raised Disconnected out of its thread: a traceback on stderr for every such request.
+    got: list[Any] = []
+
+    def push(item: Any) -> None:
+        if got:  # what the app's push does once it stopped reading
+            raise Disconnected
+        got.append(item)
+
+    door = openai_proxy.proxy.door_for("openai")
+    door.stream({"model": "m", "stream": True, "messages": "hi"}, {}, push, Cancellation())
+    assert isinstance(got[0], Reply) and got[0].status == 400
