@@ -13,6 +13,7 @@ import pytest
 from proxy_helpers import ProxyServer
 from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
 
+from scrollctx.serve.proxy import RECALL_TOOL
 from scrollctx.serve.proxy._door import Cancellation, Disconnected, Reply
 
 QUESTION = [{"role": "user", "content": "Are you there?"}]
@@ -122,3 +123,25 @@ def test_a_streamed_request_refused_at_once_ends_its_worker_quietly(
     door = openai_proxy.proxy.door_for("openai")
     door.stream({"model": "m", "stream": True, "messages": "hi"}, {}, push, Cancellation())
     assert isinstance(got[0], Reply) and got[0].status == 400
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_client_that_leaves_during_a_recall_cell_costs_no_further_upstream_call(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer, stream: bool
+) -> None:
+    # Nothing was sent to the client yet (recall runs before the first event), so its going
+    # away went unseen: the cell ended, then the next upstream call was made and paid for.
+    openai_server.enqueue_tool_calls(
+        [(RECALL_TOOL, {"source": "import time\ntime.sleep(6)\nprint('slept')"})]
+    )
+    body = {"model": "m", "messages": QUESTION, "stream": stream}
+    with pytest.raises(httpx2.ReadTimeout):  # the client gives up while the cell sleeps
+        with httpx2.stream("POST", f"{openai_proxy.url}/v1/chat/completions", json=body,
+                           timeout=httpx2.Timeout(60, read=2)) as response:  # fmt: skip
+            response.read()
+    (conversation,) = openai_proxy.proxy.conversations.sessions()
+    events = openai_proxy.events(conversation.session_id)  # once the request is settled
+    assert [e.content for e in events if e.kind == "tool_result"] == ["stdout:\nslept"]
+    assert len(openai_server.requests) == 1  # the call that asked for the cell, no other
+    openai_server.enqueue_text("Yes.")  # the conversation goes on
+    assert openai_proxy.openai().chat.completions.create(model="m", messages=QUESTION)

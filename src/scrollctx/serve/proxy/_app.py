@@ -3,8 +3,10 @@
 Routes: ``POST /v1/chat/completions`` (OpenAI), ``POST /v1/messages`` (Anthropic) and
 ``GET /v1/models`` (passed through). The work of a request (the log, the kernel, the upstream
 call) is blocking and runs on a worker thread; a stream's events reach the client as the
-worker pushes them. A client that disconnects mid-stream stops its request: the worker sees it
-before the next upstream event and closes the upstream response; what was logged stays.
+worker pushes them. A client that disconnects stops its request: mid-stream, the worker sees it
+before the next upstream event and closes the upstream response; before the first event or
+without a stream (a recall cell running), no further upstream call is made. What was logged
+stays.
 
 Request bodies are read up to ``max_body`` bytes (413 past it) and must be JSON (400; nesting
 deeper than the decoder takes is a 400 too).
@@ -81,8 +83,20 @@ async def _serve(proxy: Proxy, wire: str, request: Request, max_body: int) -> Re
         return _response(body)
     headers = {k.lower(): v for k, v in request.headers.items()}
     if isinstance(body, dict) and body.get("stream") is True:
-        return await _stream(door, body, headers)
-    return _response(await anyio.to_thread.run_sync(door.complete, body, headers))
+        return await _stream(door, body, headers, request.receive)
+    cancelled = Cancellation()
+    async with anyio.create_task_group() as group:
+        group.start_soon(_watch_disconnect, request.receive, cancelled)
+        reply = await anyio.to_thread.run_sync(door.complete, body, headers, cancelled)
+        group.cancel_scope.cancel()
+    return _response(reply)
+
+
+async def _watch_disconnect(receive: Receive, cancelled: Cancellation) -> None:
+    """Tell the request's worker once its client is gone (the body has been read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    cancelled.cancel()
 
 
 async def _read_json(request: Request, max_body: int, door: Door) -> Any:
@@ -126,7 +140,9 @@ class _Answered(Response):
                 await anyio.to_thread.run_sync(self.after)
 
 
-async def _stream(door: Door, body: dict[str, Any], headers: Mapping[str, str]) -> Response:
+async def _stream(
+    door: Door, body: dict[str, Any], headers: Mapping[str, str], receive: Receive
+) -> Response:
     sender, receiver = anyio.create_memory_object_stream[StreamItem](math.inf)
     cancelled = Cancellation()
     token = anyio.lowlevel.current_token()
@@ -149,7 +165,10 @@ async def _stream(door: Door, body: dict[str, Any], headers: Mapping[str, str]) 
 
     worker = threading.Thread(target=work, name="scroll-serve-stream", daemon=True)
     worker.start()
-    first = await receiver.receive()
+    async with anyio.create_task_group() as group:  # recall may run before the first event
+        group.start_soon(_watch_disconnect, receive, cancelled)
+        first = await receiver.receive()
+        group.cancel_scope.cancel()
     if isinstance(first, Reply):
         receiver.close()
         return _response(first)

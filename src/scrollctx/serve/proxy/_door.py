@@ -113,8 +113,14 @@ class Door:
         """The headers of every answer of this door."""
         return {"X-Scroll-Sandbox": self.sandbox}
 
-    def complete(self, body: Any, headers: Mapping[str, str]) -> Reply:
-        """Answer one non-streamed request (any thread)."""
+    def complete(
+        self, body: Any, headers: Mapping[str, str], cancelled: Cancellation | None = None
+    ) -> Reply:
+        """Answer one non-streamed request (any thread).
+
+        Once ``cancelled`` is set (the client left), no further upstream call is made: the
+        answer is a 499 nobody reads, and what was logged stays.
+        """
         try:
             request = self.wire.parse(body)
             admitted = self.conversations.admit(request, self.wire, self.namespace(headers))
@@ -125,6 +131,8 @@ class Door:
         passed = forwarded(headers)
 
         def call(upstream: dict[str, Any], timeout: float | None) -> dict[str, Any]:
+            if cancelled is not None and cancelled.is_set():
+                raise Disconnected
             return self.backend.send(upstream, timeout=timeout, headers=passed)
 
         try:
@@ -132,6 +140,9 @@ class Door:
         except ScrollError as exc:
             self.conversations.release(conversation)
             return failure(exc, self.wire, said)
+        except Disconnected:
+            self.conversations.release(conversation)
+            return Reply.json(499, self.wire.error_body(499, "the client left"), said)
         except BaseException:
             self.conversations.release(conversation)
             raise
@@ -213,6 +224,7 @@ class Door:
         out: _Outlet,
     ) -> dict[str, Any]:
         """One streamed upstream call: its events translated to the client as they come."""
+        out.check()  # a client that left during a recall cell costs no further upstream call
         translator.start_answer()
         builder = self.backend.stream_builder()
         events = self.backend.send_stream(body, timeout=timeout, headers=headers)
