@@ -4,8 +4,9 @@ Shared by every loop that answers the model's calls itself: the agent loop (all 
 the proxy's recall loop (``recall_history_python``, beside tools its client answers).
 
 Invariant: a call always gets exactly one :class:`Observation`, the text the model receives
-next: an unknown tool, arguments that are not a JSON object and a failing kernel each become
-an error observation, never an exception, so a tool call is never left without its result.
+next: an unknown tool, arguments that are not a JSON object, arguments the tool refuses (a cell
+larger than the kernel takes) and a failing kernel each become an error observation, never an
+exception, so a tool call is never left without its result.
 The one signal that passes is the submitted answer, returned beside the observation.
 """
 
@@ -16,7 +17,7 @@ from typing import Any
 
 from scrollctx.agent._tools import AgentTool, AnswerSubmitted, Observation, ToolContext, Toolset
 from scrollctx.agent.backends import ToolCall
-from scrollctx.errors import KernelError
+from scrollctx.errors import KernelError, UsageError
 
 __all__ = ["answer_call", "invoke_tool"]
 
@@ -50,3 +51,5 @@ def invoke_tool(
         # The call must still get its result (views pair calls with results); a kernel that
         # stays broken ends an agent run at its step limit, with a failure record.
         return Observation(f"error: the kernel failed: {exc}", ok=False), None
+    except UsageError as exc:  # the call as the model made it cannot run (a cell too large)
+        return Observation(f"error: {exc}", ok=False), None

@@ -13,7 +13,7 @@ import pytest
 from proxy_helpers import ProxyServer
 from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
 
-from scrollctx.serve.proxy import RECALL_TOOL
+from scrollctx.serve.proxy import RECALL_TOOL, ViewSettings
 from scrollctx.serve.proxy._door import Cancellation, Disconnected, Reply
 
 QUESTION = [{"role": "user", "content": "Are you there?"}]
@@ -145,3 +145,18 @@ def test_a_client_that_leaves_during_a_recall_cell_costs_no_further_upstream_cal
     assert len(openai_server.requests) == 1  # the call that asked for the cell, no other
     openai_server.enqueue_text("Yes.")  # the conversation goes on
     assert openai_proxy.openai().chat.completions.create(model="m", messages=QUESTION)
+
+
+def test_a_recall_cell_too_large_for_the_kernel_is_the_models_observation(
+    openai_server: ScriptedOpenAIServer, start_proxy: Any
+) -> None:
+    # The kernel refuses a cell over 4 MiB with a UsageError, which escaped the recall loop:
+    # the client got 400 for what the model did, and the model's call was left without its
+    # result in the log (so every retry found the conversation broken).
+    proxy = start_proxy(openai_server, view=ViewSettings(4_000_000))
+    openai_server.enqueue_tool_calls([(RECALL_TOOL, {"source": "#" * 4_200_000})])
+    openai_server.enqueue_text("I will ask for less.")
+    reply = proxy.openai().chat.completions.create(model="m", messages=QUESTION)
+    assert reply.choices[0].message.content == "I will ask for less."
+    result = openai_server.requests[1].body["messages"][-1]
+    assert result["role"] == "tool" and "is too large (at most 4,194,304)" in result["content"]
