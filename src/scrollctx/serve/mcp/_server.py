@@ -110,12 +110,14 @@ class ScrollServer(MCPServer[Any]):
     def __init__(self, door: Door, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.door = door
+        self._arguments: dict[str, list[str]] | None = None
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         if name in WRITE_TOOLS and self.door.read_only:
             raise ToolError(f"{name} is refused: this server is read-only (--read-only)")
+        await self._refuse_unknown(name, arguments)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -125,6 +127,20 @@ class ScrollServer(MCPServer[Any]):
             if isinstance(cause, ScrollError):
                 raise ToolError(f"{name}: {one_line(cause)}") from cause
             raise
+
+    async def _refuse_unknown(self, name: str, arguments: dict[str, Any]) -> None:
+        """An argument the tool does not take is a bad argument (the SDK's validation ignores
+        it: a misspelt filter such as ``seq_range`` left the search unfiltered, unsaid)."""
+        if self._arguments is None:
+            tools = await self.list_tools()
+            self._arguments = {t.name: sorted(t.input_schema.get("properties", {})) for t in tools}
+        known = self._arguments.get(name)
+        unknown = sorted(set(arguments) - set(known or ()))
+        if known is not None and unknown:
+            raise ToolError(
+                f"{name}: bad arguments -- {', '.join(unknown)}: not an argument of {name} "
+                f"(it takes {', '.join(known)}); see the tool's input schema"
+            )
 
     async def read_resource(
         self, uri: AnyUrl | str, context: Context[Any, Any] | None = None
