@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -450,6 +451,24 @@ def test_a_query_bomb_from_a_cell_costs_the_host_nothing(shared: Session) -> Non
     assert result.error is not None and "QueryError" in result.error
     assert "string or blob too big" in result.error and result.duration < 5
     assert shared.kernel.run_cell("print(len(ms.search('adoption')))").stdout == "1\n"
+
+
+def test_the_host_forwards_a_large_reply_without_copying_it(shared: Session) -> None:
+    # 9 MB of blob crosses as ~12 MiB of JSON: the host reads it into one buffer and hands
+    # that buffer to the worker's pipe as it is (no decoding, no copy, no re-framing).
+    shared.kernel.run_cell("ms.has_fts5")
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        result = shared.kernel.run_cell(
+            "b = ms.sql_query('SELECT randomblob(9000000) AS b')[0]['b']\nprint(len(b))"
+        )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.stdout == "9000000\n", result.error
+    reply = 4 * 9_000_000 // 3  # base64
+    assert reply < peak < 1.5 * reply, peak
 
 
 def test_in_process_ms_is_unchanged_by_the_reader_options(store: EventLog) -> None:

@@ -7,7 +7,9 @@ A reader checks the header before it reads a byte of the body: a length above it
 ``max_size``, or, when the caller names the request that is running (``expect``), a frame for
 any other request raises :class:`~scrollctx.errors.ProtocolError` at once. A forged or foreign
 frame therefore costs the host a header's worth of work however large it claims to be; only a
-frame the host is waiting for, within the size the protocol needs, is ever decoded. Bytes that
+frame the host is waiting for, within the size the protocol needs, is ever decoded; one it only
+forwards (an ``ms`` reply) is not decoded at all, nor copied: the reader hands over its buffer
+as the body, and :func:`frame_parts` writes a new header before it with one ``writev``. Bytes that
 are not JSON, JSON that is not an object, nesting too deep or an integer too long are protocol
 errors too. A reader keeps its partial buffer across interruptions (a ``KeyboardInterrupt``
 during a read never desynchronizes the stream).
@@ -29,8 +31,12 @@ __all__ = [
     "HEADER",
     "MAX_FRAME",
     "FrameReader",
+    "Body",
+    "Frame",
+    "as_views",
+    "consume",
     "encode_frame",
-    "frame_bytes",
+    "frame_parts",
     "pipe_arguments",
     "write_frame",
 ]
@@ -44,25 +50,46 @@ HEADER = struct.Struct(">IQ")
 _CHUNK = 1 << 16
 _MAX_READ = 1 << 20
 
+Body = bytes | bytearray
+"""A frame's body as read: ``bytes``, or the reader's own buffer handed over whole."""
+Frame = tuple[bytes, Body]
+"""A frame as pieces to write: its header, then its body."""
+
 
 def encode_frame(request: int, message: dict[str, Any]) -> bytes:
     """Return the wire bytes of one message for ``request`` (lone surrogates, e.g. from
     undecodable file names a cell printed, become ``?`` rather than failing the frame)."""
     text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-    return frame_bytes(request, text.encode("utf-8", "replace"))
-
-
-def frame_bytes(request: int, body: bytes) -> bytes:
-    """Return the wire bytes of an already encoded body (forwarding without re-encoding)."""
+    body = text.encode("utf-8", "replace")
     return HEADER.pack(len(body), request) + body
 
 
-def write_frame(fd: int, frame: bytes) -> None:
+def frame_parts(request: int, body: Body) -> Frame:
+    """Return the wire pieces of an already encoded body, its header then the body itself:
+    written with one ``writev``, a forwarded body is never copied, however large."""
+    return HEADER.pack(len(body), request), body
+
+
+def write_frame(fd: int, frame: bytes | Frame) -> None:
     """Write one whole frame to ``fd`` (blocking)."""
-    view = memoryview(frame)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    views = as_views(frame)
+    while views:
+        consume(views, os.writev(fd, views))
+
+
+def as_views(frame: bytes | Frame) -> list[memoryview]:
+    """The pieces of ``frame`` to hand to ``os.writev``."""
+    pieces = (frame,) if isinstance(frame, bytes) else frame
+    return [memoryview(piece) for piece in pieces if piece]
+
+
+def consume(views: list[memoryview], written: int) -> None:
+    """Drop the first ``written`` bytes from ``views`` (after a partial ``writev``)."""
+    while written and views:
+        if written < len(views[0]):
+            views[0] = views[0][written:]
+            return
+        written -= len(views.pop(0))
 
 
 class FrameReader:
@@ -77,7 +104,7 @@ class FrameReader:
         """The size in bytes of the body read last."""
         self.last_id = 0
         """The request id of the frame read last."""
-        self.last_body = b""
+        self.last_body: Body = b""
         """The body read last, as it arrived (for forwarding it unchanged)."""
 
     def read(
@@ -93,10 +120,8 @@ class FrameReader:
         body = self.read_body(deadline, expect=expect)
         return None if body is None else _decode(body)
 
-    def read_body(
-        self, deadline: float | None = None, *, expect: int | None = None
-    ) -> bytes | None:
-        """Like :meth:`read`, but return the body undecoded."""
+    def read_body(self, deadline: float | None = None, *, expect: int | None = None) -> Body | None:
+        """Like :meth:`read`, but return the body undecoded (to forward it unchanged)."""
         while True:
             body = self._take(expect)
             if body is not None:
@@ -122,7 +147,7 @@ class FrameReader:
         ready, _, _ = select.select([self.fd], [], [], remaining)
         return bool(ready)
 
-    def _take(self, expect: int | None) -> bytes | None:
+    def _take(self, expect: int | None) -> Body | None:
         if len(self._buffer) < HEADER.size:
             return None
         size, request = HEADER.unpack_from(self._buffer)
@@ -139,13 +164,19 @@ class FrameReader:
         end = HEADER.size + size
         if len(self._buffer) < end:
             return None
-        body = bytes(self._buffer[HEADER.size : end])
-        del self._buffer[:end]
+        body: Body
+        if len(self._buffer) == end:  # the usual case: hand the buffer over, copying nothing
+            body, self._buffer = self._buffer, bytearray()
+            del body[: HEADER.size]  # O(1): a bytearray drops its head by moving its start
+        else:
+            with memoryview(self._buffer) as view:
+                body = bytes(view[HEADER.size : end])
+            del self._buffer[:end]
         self.last_size, self.last_id, self.last_body = size, request, body
         return body
 
 
-def _decode(body: bytes) -> dict[str, Any]:
+def _decode(body: Body) -> dict[str, Any]:
     try:
         message = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -50,7 +50,7 @@ from scrollctx.kernel._bridge import (
     refuse_tool_call,
 )
 from scrollctx.kernel._digest import parse_digest
-from scrollctx.kernel._frames import MAX_FRAME, encode_frame, frame_bytes
+from scrollctx.kernel._frames import MAX_FRAME, Body, encode_frame, frame_parts
 from scrollctx.kernel._journal import KernelJournal
 from scrollctx.kernel._namespace import namespace_request
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers, resolve_policy
@@ -566,6 +566,7 @@ class Kernel:
     ) -> bool:
         """Answer one ``ms`` call; return whether the cell's deadline passed meanwhile."""
         call, what = frame.get("call"), f"ms.{str(frame.get('method'))[:40]}"
+        body: Body
         if self.reader is None:  # a forged call: the worker's ms is unbound and never sends
             body = error_reply(call, RuntimeError("ms is not available in this kernel"))
         else:
@@ -575,7 +576,7 @@ class Kernel:
             # The reader's query was interrupted for the cell's timeout: the cell is too, before
             # the answer reaches it, so it ends as an interrupted cell, namespace kept.
             worker.interrupt()
-        worker.send(frame_bytes(cell_id, body), max(answer_by, time.monotonic() + self.grace))
+        worker.send(frame_parts(cell_id, body), max(answer_by, time.monotonic() + self.grace))
         return overdue
 
     def _log_store_errors(self) -> None:

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from scrollctx.errors import CellTimeout, WorkerCrashed
-from scrollctx.kernel._frames import FrameReader, encode_frame
+from scrollctx.kernel._frames import Frame, FrameReader, as_views, consume, encode_frame
 from scrollctx.kernel._namespace import (
     NamespaceRequest,
     bwrap_path,
@@ -340,13 +340,12 @@ class WorkerProcess:
             return False  # a pidfd turns readable when its process ends (bwrap may lag)
         return self.proc.poll() is None
 
-    def send(self, message: dict[str, Any] | bytes, deadline: float) -> None:
+    def send(self, message: dict[str, Any] | bytes | Frame, deadline: float) -> None:
         """Write one frame; raise :class:`CellTimeout` if the worker does not take it in time."""
-        data = message if isinstance(message, bytes) else encode_frame(0, message)
-        view = memoryview(data)
-        while view:
+        views = as_views(encode_frame(0, message) if isinstance(message, dict) else message)
+        while views:
             try:
-                view = view[os.write(self._to_worker, view) :]
+                consume(views, os.writev(self._to_worker, views))
             except BlockingIOError:
                 remaining = deadline - time.monotonic()
                 ready = remaining > 0 and select.select([], [self._to_worker], [], remaining)[1]

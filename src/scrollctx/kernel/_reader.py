@@ -55,7 +55,7 @@ from scrollctx.errors import WorkerCrashed
 from scrollctx.kernel._frames import (
     FrameReader,
     encode_frame,
-    frame_bytes,
+    frame_parts,
     pipe_arguments,
     write_frame,
 )
@@ -121,7 +121,7 @@ class Reader:
             if message.get("op") == "shutdown":
                 return
             request = self.reader.last_id
-            write_frame(self.fd_out, frame_bytes(request, self._answer(message)))
+            write_frame(self.fd_out, frame_parts(request, self._answer(message)))
 
     def _answer(self, message: dict[str, Any]) -> bytes:
         if self.surface is None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import CellTimeout, ProtocolError, QueryError, UsageError, WorkerCrashed
-from scrollctx.kernel._frames import encode_frame, frame_bytes
+from scrollctx.kernel._frames import Body, encode_frame, frame_parts
 from scrollctx.kernel._namespace import namespace_request
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers
 from scrollctx.kernel._process import WorkerProcess, default_python
@@ -210,7 +210,7 @@ class MemoryReader:
             self._stop(process)  # nothing to serve: the store did not open
         return self._ready
 
-    def forward(self, body: bytes, call: Any, what: str, until: float | None = None) -> bytes:
+    def forward(self, body: Body, call: Any, what: str, until: float | None = None) -> Body:
         """Send one call's body; return the reply's body (or an error reply for ``call``).
 
         ``what`` names the call in messages (``ms.search``); ``until`` is the caller's own
@@ -224,7 +224,7 @@ class MemoryReader:
         budget = self.budgets.seconds + self.limits.grace
         deadline = time.monotonic() + budget
         try:
-            process.send(frame_bytes(request, body), deadline)
+            process.send(frame_parts(request, body), deadline)
             reply = self._await(process, request, deadline, until)
         except WorkerCrashed:
             return error_reply(call, self._died(process, what))
@@ -244,7 +244,7 @@ class MemoryReader:
 
     def _await(
         self, process: WorkerProcess, request: int, deadline: float, until: float | None
-    ) -> bytes | None:
+    ) -> Body | None:
         interrupt_at = until if until is not None and until < deadline else None
         while True:
             wait = deadline if interrupt_at is None else interrupt_at
