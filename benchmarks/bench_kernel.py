@@ -21,7 +21,10 @@ Run: ``.venv/bin/python benchmarks/bench_kernel.py [--starts 15] [--cells 300] [
    timed inside the cell (the round trip through the reader without the cell's own). And the
    CPU time the searches cost, which scheduling delays on a loaded machine do not inflate:
    per search, the worker's, the reader's and the host's main threads (``/proc/<pid>/schedstat``,
-   ``time.thread_time``) against the in-process call's (``time.thread_time``).
+   ``time.thread_time``) against the in-process call's (``time.thread_time``). Then rounds
+   that alternate in blocks: the in-process loop over the queries, all of them in one cell (the
+   hop without a cell per call: wall and CPU time per call), then one cell per query (the host
+   thread has not just run an in-process search before each cell, as it has above).
 4. A bridged tool call (a cell calls a no-op host tool, timed inside the cell; each call is
    logged as two durable events) against a direct in-process call of the same function logged
    with the same two appends, in alternating rounds of 25 (``--calls`` in all); and the bridge
@@ -161,6 +164,42 @@ def bench_search(
     return through, local, inside, cpu
 
 
+def bench_search_blocks(
+    kernel: Kernel, db: Path, queries: list[str], repeats: int
+) -> tuple[list[float], list[float], list[float]]:
+    """Rounds that alternate in blocks, not query by query: the in-process loop over the
+    queries, then every query in one cell (the hop without a cell per call), then one cell per
+    query again. Per round: the wall time per call inside the one cell and its CPU time (the
+    kernel's three processes) against the in-process loop's, and the median cell of the block
+    against the median in-process call."""
+    ms = open_surface(db)
+    kernel.run_cell(f"import time\nqueries = {queries!r}")
+    worker, reader = kernel.pid, kernel.reader.pid if kernel.reader else None
+    if worker is None or reader is None:
+        raise SystemExit("the kernel has no worker or no memory reader")
+    loop = (
+        "t = time.perf_counter()\nfor q in queries:\n    ms.search(q, k=10)\n"
+        "print(time.perf_counter() - t)"
+    )
+    wall, cpu, cells = [], [], []
+    for _ in range(repeats):
+        started, calls = time.thread_time(), [timed(lambda q=q: ms.search(q, k=10))  # type: ignore[misc]
+                                              for q in queries]  # fmt: skip
+        local_cpu = time.thread_time() - started
+        others, started = cpu_seconds(worker) + cpu_seconds(reader), time.thread_time()
+        result = kernel.run_cell(loop)
+        host_cpu = time.thread_time() - started
+        others = cpu_seconds(worker) + cpu_seconds(reader) - others
+        if not result.ok:
+            raise SystemExit(f"search loop cell failed: {result.error}")
+        wall.append(float(result.stdout) / sum(calls))
+        cpu.append((host_cpu + others) / local_cpu)
+        block = [kernel.run_cell(f"rows = ms.search({q!r}, k=10)").duration for q in queries]
+        cells.append(statistics.median(block) / statistics.median(calls))
+    ms.close()
+    return wall, cpu, cells
+
+
 def bench_budgets(kernel: Kernel) -> tuple[float, float, int]:
     """Seconds for a never-ending query under the 5 s budget; seconds and host peak growth
     for the 400 MB randomblob."""
@@ -228,6 +267,11 @@ def locomo_questions(data: Path, limit: int) -> list[str]:
     return questions[:limit]
 
 
+def _ratio(values: list[float]) -> str:
+    low, mid, high = spread(values)
+    return f"{mid:.2f}x (min {low:.2f}x, max {high:.2f}x)"
+
+
 def _ms(values: list[float]) -> str:
     low, mid, high = spread(values)
     return f"{mid * 1000:.1f} ms (min {low * 1000:.1f}, max {high * 1000:.1f})"
@@ -277,6 +321,11 @@ def main() -> None:
             print(f"ms.search CPU time       : ratio {mid:.2f}x median (min {low:.2f}x, max "
                   f"{high:.2f}x): worker + memory reader + host per search, against the "
                   "in-process call (scheduling delays excluded)")  # fmt: skip
+            wall, cpu, cells = bench_search_blocks(kernel, log.path, queries, args.repeats)
+            print(f"ms.search, in blocks     : {len(queries)} calls in one cell: wall time "
+                  f"{_ratio(wall)}, CPU time {_ratio(cpu)} of the in-process loop's (the hop "
+                  f"without a cell per call); one cell per call: {_ratio(cells)} (rounds "
+                  "alternate in blocks, not query by query)")  # fmt: skip
             bridged, logged, plain = bench_tool(kernel, log, args.calls)
             print(f"bridged tool call        : {bridged * 1000:8.3f} ms per call, logged  "
                   f"(direct call + the same 2 durable appends: {logged * 1000:.3f} ms; the "
