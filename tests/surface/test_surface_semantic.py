@@ -15,7 +15,14 @@ import pytest
 
 from scrollctx.errors import QueryError
 from scrollctx.log import EventLog, NewEvent
-from scrollctx.surface import Encoder, MemorySurface, embed_pending, open_surface, pending_rows
+from scrollctx.surface import (
+    Budgets,
+    Encoder,
+    MemorySurface,
+    embed_pending,
+    open_surface,
+    pending_rows,
+)
 
 # (session, task, role, content): seqs 1.. in this order.
 ROWS = [
@@ -37,6 +44,14 @@ def _append(log: EventLog, rows: list[tuple[str, str, str, str]]) -> list[int]:
         NewEvent(session_id=s, task_id=t, kind="conversation", role=r, content=c)
         for s, t, r, c in rows
     )
+
+
+def _embedded_store(folder: Path, encoder: Encoder, rows: list[tuple[str, str, str, str]]) -> Path:
+    path = folder / "history.db"
+    with EventLog.open(path) as log:
+        _append(log, rows)
+        embed_pending(log, encoder)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -133,10 +148,8 @@ def test_a_store_without_vectors_falls_back_to_bm25_and_says_so(tmp_path: Path) 
 def test_rows_newer_than_the_vectors_are_found_by_bm25_and_noted(
     tmp_path: Path, semantic_encoder: Encoder
 ) -> None:
-    path = tmp_path / "history.db"
+    path = _embedded_store(tmp_path, semantic_encoder, ROWS[:4])
     with EventLog.open(path) as log:
-        _append(log, ROWS[:4])
-        embed_pending(log, semantic_encoder)
         [late] = _append(log, [("s9", "t9", "user", "Quarterly tax filing is due in April.")])
         assert pending_rows(log, semantic_encoder.name) == 1
     with open_surface(path) as ms:
@@ -151,6 +164,62 @@ def test_rows_newer_than_the_vectors_are_found_by_bm25_and_noted(
     with open_surface(path) as ms:
         hits = ms.search("tax filing", k=1)
         assert hits[0]["channel"] == "both" and hits.notes == []
+
+
+def test_an_open_surface_tops_up_its_vectors_as_the_store_is_embedded(
+    tmp_path: Path, semantic_encoder: Encoder
+) -> None:
+    path = _embedded_store(tmp_path, semantic_encoder, ROWS[:4])
+    with open_surface(path) as ms:
+        assert _seqs(ms.search("which herb do I dislike", k=2, mode="semantic")) == [1, 2]
+        with EventLog.open(path) as log:
+            _append(log, ROWS[4:])
+            embed_pending(log, semantic_encoder)
+        # The same surface, its matrix read before the rest was embedded: the new rows
+        # (the long one's windows included) are ranked as in a freshly opened surface.
+        assert _seqs(ms.search("where is the spare house key hidden", k=1, mode="semantic")) == [9]
+        for question in ("which herb do I dislike", "where did my sister move", "sprint"):
+            for mode in ("semantic", "hybrid"):
+                with open_surface(path) as fresh:
+                    expected = list(fresh.search(question, k=5, mode=mode))
+                assert list(ms.search(question, k=5, mode=mode)) == expected, (question, mode)
+
+
+@pytest.mark.parametrize(
+    "question", ["sprint planning moved", "certificate nginx restart", "Pixel greyhound"]
+)
+def test_hybrid_lexical_hits_carry_the_snippet_of_their_bm25_pass(
+    ms: MemorySurface, question: str
+) -> None:
+    # Hybrid asks its BM25 half for no snippets and makes them for the fused top k only:
+    # each must be the one BM25 mode computes for that row (strict or broadened pass).
+    lexical = {hit["seq"]: hit["snippet"] for hit in ms.search(question, k=50, mode="bm25")}
+    hybrid = [
+        hit for hit in ms.search(question, k=4, mode="hybrid") if hit["channel"] != "semantic"
+    ]
+    assert hybrid and all("«" in hit["snippet"] for hit in hybrid)
+    assert {hit["seq"]: hit["snippet"] for hit in hybrid} == {
+        hit["seq"]: lexical[hit["seq"]] for hit in hybrid
+    }
+
+
+def test_loading_the_vectors_is_not_charged_to_the_first_search(
+    tmp_path: Path, semantic_encoder: Encoder
+) -> None:
+    import numpy as np
+
+    path = tmp_path / "history.db"
+    rng = np.random.default_rng(15)
+    with EventLog.open(path) as log:
+        seqs = _append(log, [("s1", "t1", "user", f"note number {i}") for i in range(3000)])
+        vectors = rng.standard_normal((len(seqs), semantic_encoder.dim)).astype("<f2")
+        rows = [(seq, 0, vector.tobytes()) for seq, vector in zip(seqs, vectors, strict=True)]
+        log.append_embeddings(semantic_encoder.name, semantic_encoder.dim, seqs[-1], rows)
+    # Reading 3,000 vectors outlasts this budget: charged to the search, it surfaced as a
+    # raw SQLite "interrupted"; the search itself may still be cut, and then says so.
+    with open_surface(path, budgets=Budgets(seconds=1e-9)) as ms:
+        hits = ms.search("note", k=3, mode="semantic")
+        assert len(hits) == 3 or (hits.partial and "time budget" in hits.notes[-1])
 
 
 _WITHOUT_ONNXRUNTIME = """
