@@ -14,6 +14,14 @@ nothing past the first 256 word pieces is invisible. Window 0 is exactly what a 
 encoder sees. A text without word pieces has no windows. Vectors are mean-pooled over the
 window's tokens and L2-normalised: a dot product is the cosine.
 
+Threads: the ONNX Runtime session computes each call on the calling thread alone, and
+:meth:`Encoder.encode_windows` runs its batches on up to two threads at once (one session is
+safe to call concurrently). Splitting every operator over two threads instead made each of the
+model's ~300 small operators wait for the slower thread: 10% more CPU per word piece, and on a
+loaded machine 1.5 times less throughput (docs/retrieval.md). A query is one batch on the
+caller's thread, which leaves the other core to the BM25 half of a hybrid search. Either way
+the vectors are bit for bit the same (benchmarks/bench_embed.py checks).
+
 numpy, onnxruntime and tokenizers are imported inside :func:`load_encoder` only (the surface
 imports nothing but the standard library at module level); a missing one raises
 :class:`MissingDependency` naming ``pip install 'scrollctx[semantic]'``.
@@ -60,10 +68,11 @@ class Encoder:
     name = MODEL_NAME
     dim = DIM
 
-    def __init__(self, session: Any, tokenizer: Any, np_module: Any) -> None:
+    def __init__(self, session: Any, tokenizer: Any, np_module: Any, parallel: int = 1) -> None:
         self._session = session
         self._tokenizer = tokenizer
         self._np = np_module
+        self._parallel = parallel
         self._wants_types = any(i.name == "token_type_ids" for i in session.get_inputs())
 
     def windows(self, text: str) -> list[list[int]]:
@@ -84,9 +93,19 @@ class Encoder:
         np = self._np
         out: Vectors = np.zeros((len(windows), DIM), dtype=np.float32)
         order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
-        for start in range(0, len(order), BATCH):
-            picked = order[start : start + BATCH]
+        batches = [order[start : start + BATCH] for start in range(0, len(order), BATCH)]
+
+        def encode(picked: list[int]) -> None:
             out[picked] = self._encode_batch([windows[i] for i in picked])
+
+        if self._parallel < 2 or len(batches) < 2:
+            for picked in batches:
+                encode(picked)
+            return out
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self._parallel, thread_name_prefix="encoder") as pool:
+            list(pool.map(encode, batches))  # re-raises a failed batch's error
         return out
 
     def encode_query(self, text: str) -> Vectors:
@@ -121,8 +140,8 @@ def load_encoder(*, threads: int | None = None) -> Encoder:
     """Load the model once per process (later calls return the same encoder).
 
     Args:
-        threads: ONNX Runtime intra-op threads; None means the CPU count, at most 2 (used
-            only by the first call, which builds the session).
+        threads: batches encoded at once by :meth:`Encoder.encode_windows`; None means the
+            CPU count, at most 2 (used only by the first call, which builds the encoder).
 
     Raises:
         MissingDependency: numpy, onnxruntime, tokenizers or a model package is missing.
@@ -139,17 +158,15 @@ def load_encoder(*, threads: int | None = None) -> Encoder:
             exc.name or "numpy, onnxruntime and tokenizers", "semantic"
         ) from exc
     options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
+    options.intra_op_num_threads = 1  # each call on its caller's thread (module docstring)
     options.inter_op_num_threads = 1
-    # Spinning threads burn a shared core between batches for a few ms of latency.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = onnxruntime.InferenceSession(
         str(_packaged_file(*_WEIGHTS)), options, providers=["CPUExecutionProvider"]
     )
     tokenizer = Tokenizer.from_file(str(_packaged_file(*_TOKENIZER)))
     tokenizer.no_truncation()
     tokenizer.no_padding()
-    _LOADED.append(Encoder(session, tokenizer, numpy))
+    _LOADED.append(Encoder(session, tokenizer, numpy, threads or min(2, os.cpu_count() or 1)))
     return _LOADED[0]
 
 
