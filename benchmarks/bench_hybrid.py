@@ -1,7 +1,7 @@
 """Latency of ``ms.search`` in each mode on the all-BEAM store, against a bare numpy scan.
 
 Run: ``.venv/bin/python benchmarks/bench_hybrid.py [--cache DIR] [--vectors-cache FILE]
-[--queries 200] [--data DIR]``
+[--queries 200] [--data DIR] [--save FILE | --expect FILE]``
 
 1. Build (once; reused from ``--cache``) the store of ``bench_search.py``: every BEAM chat
    present (100K, 500K, the 1M chats that exist) in one store, about 60,000 rows.
@@ -13,18 +13,29 @@ Run: ``.venv/bin/python benchmarks/bench_hybrid.py [--cache DIR] [--vectors-cach
    values, so this measures time only -- retrieval quality is ``scroll bench retrieval``'s job.
 3. Queries: the first ``--queries`` BEAM probing questions, as in ``bench_search.py``. Per
    question, in one loop: ``ms.search(q, k=10)`` with ``mode="bm25"``, ``"semantic"`` and
-   ``"hybrid"``, and the bare operation the semantic channel is built on: the query encoded
-   once more and one ``matrix @ vector`` over the same float32 matrix, with ``argpartition``.
+   ``"hybrid"``, and the bare scan a numpy user would write: the query encoded once more, one
+   ``matrix @ vector`` over every window vector of the store as one float32 matrix (what the
+   channel scanned before it kept one mean vector per row), and ``argpartition``. Wall clock
+   (the target is a latency) and CPU time of every thread of the process.
 4. Also: the first hybrid query of a fresh process (encoder load plus reading every vector),
    and the process's peak RSS after it.
 
-Prints the median and p95 of each, and the ratios. Numbers only; nothing is asserted.
+Prints the median and p95 of each, and the ratios. Numbers only; nothing is asserted but
+``--expect``.
+
+5. ``--save FILE`` writes a digest of the whole result (rows, snippets, notes, flags) of
+   ``ms.search`` in semantic and hybrid mode, unfiltered and with ``role="user"``, for every
+   BEAM probing question (1,800); ``--expect FILE`` recomputes them and exits 1 naming the
+   queries whose results changed. Run ``--save`` with the old code (``PYTHONPATH=<old
+   checkout>/src``) and ``--expect`` with the new: the proof that a speed-up changed no hit,
+   no order and no snippet.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import resource
 import statistics
 import subprocess
@@ -33,11 +44,12 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_search import DEFAULT_DATA, build_store, p95, questions
+from _compare import load_average, p95
+from bench_search import DEFAULT_DATA, build_store, compare, digest, questions
 
 from scrollctx.log import EventLog
-from scrollctx.surface import load_encoder, open_surface
-from scrollctx.surface._semantic_model import WINDOW_PIECES
+from scrollctx.surface import Budgets, load_encoder, open_surface
+from scrollctx.surface._semantic_model import MODEL_NAME, WINDOW_PIECES
 
 _MARK = "vectors.done"
 
@@ -105,11 +117,25 @@ def cold_start(db: Path, question: str) -> str:
     return done.stdout.strip()
 
 
+def window_matrix(db: Path) -> np.ndarray:
+    """Every window vector of the store as one float32 matrix: the bare scan's data."""
+    with EventLog.open(db) as log:
+        rows = log.execute(
+            "SELECT vector FROM conversation_embeddings WHERE model = ? ORDER BY seq, window",
+            (MODEL_NAME,),
+        )
+    return (
+        np.frombuffer(b"".join(r[0] for r in rows), dtype="<f2")
+        .reshape(len(rows), -1)
+        .astype(np.float32)
+    )
+
+
 def measure(db: Path, queries: list[str]) -> dict[str, list[float]]:
     """Time the three modes and the bare scan on every question, interleaved."""
     ms = open_surface(db)
     ms.search(queries[0], k=10, mode="hybrid")  # load the encoder and the vectors
-    matrix = ms._searcher._semantic.index()._matrix  # noqa: SLF001 - the very matrix it scans
+    matrix = window_matrix(db)
     encoder = load_encoder()
 
     def bare(question: str) -> object:
@@ -126,13 +152,35 @@ def measure(db: Path, queries: list[str]) -> dict[str, list[float]]:
         for run in runs.values():
             run(question)
     times: dict[str, list[float]] = {name: [] for name in runs}
+    times |= {f"{name} cpu": [] for name in runs}
     for question in queries:
         for name, run in runs.items():
-            started = time.perf_counter()
+            started, clock = time.perf_counter(), time.process_time()
             run(question)
             times[name].append(time.perf_counter() - started)
+            times[f"{name} cpu"].append(time.process_time() - clock)
     ms.close()
     return times
+
+
+def results(db: Path, queries: list[str]) -> dict[str, list[object]]:
+    """Every checked variant's digest and seqs, per query (see ``--save``)."""
+    # A budget no search reaches even on a loaded machine: a cut search is not a result.
+    ms = open_surface(db, budgets=Budgets(seconds=120.0))
+    ms.search(queries[0], k=10, mode="hybrid")  # load the vectors outside any compared search
+    variants = {
+        "semantic": {"mode": "semantic"},
+        "hybrid": {"mode": "hybrid"},
+        "semantic role=user": {"mode": "semantic", "role": "user"},
+        "hybrid role=user": {"mode": "hybrid", "role": "user"},
+    }
+    found: dict[str, list[object]] = {name: [] for name in variants}
+    for question in queries:
+        for name, options in variants.items():
+            result = ms.search(question, k=10, **options)  # type: ignore[arg-type]
+            found[name].append([digest(result), [r["seq"] for r in result]])
+    ms.close()
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,24 +189,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/scroll-bench-hybrid"))
     parser.add_argument("--vectors-cache", type=Path, default=None)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--save", type=Path, help="write the result digests here, then stop")
+    parser.add_argument("--expect", type=Path, help="compare the results with a --save file")
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     info = build_store(args.data, args.cache)
     db = args.cache / "history.db"
     counts = fill_vectors(db, args.vectors_cache)
+    if args.save or args.expect:
+        every = questions(args.data, 10**6)
+        found = results(db, every)
+        if args.save:
+            args.save.write_text(json.dumps({"store": info, "results": found}), encoding="utf-8")
+            print(f"saved {sum(map(len, found.values()))} result digests to {args.save}")
+            return 0
+        expected = json.loads(args.expect.read_text(encoding="utf-8"))["results"]
+        changed = compare(expected, found, every)
+        total = sum(map(len, expected.values()))
+        print(f"{total - changed} of {total} results identical to {args.expect}")
+        return 1 if changed else 0
     queries = questions(args.data, args.queries)
     print(
         f"store: {info['chats']} BEAM chats, {info['rows']} rows, "
         f"{counts['real'] + counts['random']} vectors of {WINDOW_PIECES}-piece windows "
         f"({counts['real']} real, {counts['random']} seeded random)"
     )
-    print(cold_start(db, queries[0]))
+    print(f"start: {load_average()}", flush=True)
+    print(cold_start(db, queries[0]), flush=True)
     times = measure(db, queries)
-    print(f"{len(queries)} queries, k = 10")
-    for name, values in times.items():
+    print(f"{len(queries)} queries, k = 10 (wall clock; CPU time of every thread)")
+    for name in ("bm25", "semantic", "hybrid", "bare scan"):
+        wall, cpu = times[name], times[f"{name} cpu"]
         print(
-            f"{name + ':':<11} median {1000 * statistics.median(values):7.2f} ms   "
-            f"p95 {1000 * p95(values):7.2f} ms"
+            f"{name + ':':<11} median {1000 * statistics.median(wall):7.2f} ms   "
+            f"p95 {1000 * p95(wall):7.2f} ms   CPU median {1000 * statistics.median(cpu):7.2f} ms"
         )
     bare = statistics.median(times["bare scan"])
     for name in ("semantic", "hybrid"):
@@ -166,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"this process: peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB"
     )
+    print(f"end: {load_average()}")
     return 0
 
 
