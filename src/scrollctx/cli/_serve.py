@@ -29,7 +29,7 @@ from scrollctx.cli._app import (
 )
 from scrollctx.cli._models import ModelCall
 from scrollctx.config import Config
-from scrollctx.errors import ConfigError, MissingDependency
+from scrollctx.errors import MissingDependency
 from scrollctx.kernel import SandboxPolicy
 
 __all__ = ["serve_command"]
@@ -161,9 +161,6 @@ def serve_command(
         if (exc.name or "").split(".")[0] not in ("starlette", "uvicorn", "anyio"):
             raise
         raise MissingDependency("starlette and uvicorn", "serve") from exc
-    if config.store_url is not None:
-        raise ConfigError("scroll serve logs to a store folder; a postgresql:// store is not "
-                          "supported yet")  # fmt: skip
     api = upstream_api or _guess_api(upstream)
     backend = _upstream(api, upstream, upstream_key, timeout, upstream_retries, config)
     options = ServeOptions(
@@ -188,7 +185,7 @@ def serve_command(
         warn(f"scroll serve: {api} upstream {upstream}; point clients at {base} "
              f"(sandbox {label}, {budget}); Ctrl-C stops")  # fmt: skip
 
-    serve_proxy(config.db_path, backend, options, on_ready=ready)
+    serve_proxy(config, backend, options, on_ready=ready)
 
 
 def _guess_api(url: str) -> str:

@@ -85,6 +85,23 @@ def start_proxy(tmp_path: Path, sandbox_label: str) -> Iterator[Any]:
         proxy.stop()
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def open_log(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """Opens the store a proxy logs to, again after a restart: ``open_log()``. A SQLite Event
+    Log in a folder, or a shared store on the suite's PostgreSQL server (read through this
+    host's local replica, as ``scroll serve --store postgresql://…`` does)."""
+    from scrollctx.config import resolve_config
+    from scrollctx.log import EventLog, open_store
+
+    if request.param == "sqlite":
+        (tmp_path / "kept").mkdir(exist_ok=True)
+        yield lambda: EventLog.open(tmp_path / "kept" / "history.db")
+        return
+    url = request.getfixturevalue("postgres_url")
+    local = {"SCROLL_LOCAL_DIR": str(tmp_path / "host")}
+    yield lambda: open_store(resolve_config(url, environ=local))
+
+
 @pytest.fixture
 def openai_proxy(
     start_proxy: Any,

@@ -15,7 +15,8 @@ BUDGET = 3_000
 
 
 class ProxyServer:
-    """A ``scroll serve`` app on a loopback port, over its own store (see the module docstring)."""
+    """A ``scroll serve`` app on a loopback port, over its own store (see the module docstring):
+    a SQLite Event Log in ``store``, or the open store given as ``log=``."""
 
     def __init__(self, store: Path, backend: Any, label: str, **settings: Any) -> None:
         import uvicorn
@@ -25,7 +26,7 @@ class ProxyServer:
         from scrollctx.serve._network import listen
         from scrollctx.serve.proxy import Proxy, RecallLimits, ViewSettings, build_app
 
-        self.log = EventLog.open(store / "history.db")
+        self.log = settings.pop("log", None) or EventLog.open(store / "history.db")
         self.clients: list[Any] = []
         view = settings.pop("view", ViewSettings(BUDGET, tail_groups=1, keep_results=1))
         limits = settings.pop("limits", RecallLimits(max_steps=4, max_seconds=30, cell_timeout=20))

@@ -3,6 +3,7 @@ until Ctrl-C, with an opted-out sandbox stated in every answer."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -13,7 +14,8 @@ import pytest
 from scripted_servers import ScriptedOpenAIServer
 
 from scrollctx.cli import run
-from scrollctx.log import EventLog
+from scrollctx.config import resolve_config
+from scrollctx.log import open_store
 
 SCROLL = Path(sys.executable).with_name("scroll")
 
@@ -40,15 +42,18 @@ def test_serve_refuses_before_it_listens(
     assert openai_server.requests == []
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["folder", "postgresql"])
 def test_the_installed_command_serves_until_interrupted(
-    openai_server: ScriptedOpenAIServer, tmp_path: Path
+    openai_server: ScriptedOpenAIServer, tmp_path: Path, shared: bool, request: pytest.FixtureRequest
 ) -> None:
     import openai
 
-    store = tmp_path / "store"
+    store = request.getfixturevalue("postgres_url") if shared else str(tmp_path / "store")
+    local = {"SCROLL_LOCAL_DIR": str(tmp_path / "host")}  # a shared store's replica
     command = [str(SCROLL), "serve", "--upstream", openai_server.base_url, "--port", "0",
-               "--sandbox", "best-effort", "--store", str(store)]  # fmt: skip
-    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+               "--sandbox", "best-effort", "--store", store]  # fmt: skip
+    server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, **local})  # fmt: skip
     try:
         assert server.stderr is not None
         line = server.stderr.readline()  # written once the socket listens
@@ -70,6 +75,8 @@ def test_the_installed_command_serves_until_interrupted(
             server.wait()
         if server.stderr is not None:
             server.stderr.close()
-    with EventLog.open(store / "history.db") as log:
+    with open_store(resolve_config(store, environ=local)) as log:
         said = [e.content for e in log.session_events("proxy")]
+        asked = [e.content for e in log.events_after(0, 100) if e.kind == "user_message"]
     assert said == ["scroll serve runs recall cells with sandbox best-effort (opt-out)"]
+    assert asked == ["Hi"]

@@ -75,8 +75,9 @@ def _fill(server: Any, client_call: Any, history: list[dict[str, Any]], turns: i
 
 
 def test_an_evicted_fact_comes_back_and_the_client_never_sees_the_recall_tool(
-    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+    openai_server: ScriptedOpenAIServer, start_proxy: Any, open_log: Any
 ) -> None:
+    openai_proxy = start_proxy(openai_server, log=open_log())  # a folder's or a shared store
     client = openai_proxy.openai()
 
     def send(history: list[dict[str, Any]]) -> str:

@@ -138,17 +138,17 @@ def test_an_edited_history_forks_into_a_branch_and_both_go_on(
 
 
 def test_a_restarted_proxy_knows_every_conversation(
-    openai_server: ScriptedOpenAIServer, start_proxy: Any, tmp_path: Any
+    openai_server: ScriptedOpenAIServer, start_proxy: Any, tmp_path: Any, open_log: Any
 ) -> None:
     store = tmp_path / "kept"
-    first = start_proxy(openai_server, store=store)
+    first = start_proxy(openai_server, store=store, log=open_log())
     openai_server.enqueue_text("One.")
     history: list[dict[str, Any]] = [{"role": "user", "content": "Count with me."}]
     raw = first.openai().chat.completions.with_raw_response.create(model="m", messages=history)
     session = raw.headers["x-scroll-session"]
     history += [{"role": "assistant", "content": "One."}, {"role": "user", "content": "Next?"}]
     first.stop()
-    second = start_proxy(openai_server, store=store)
+    second = start_proxy(openai_server, store=store, log=open_log())
     openai_server.enqueue_text("Two.")
     raw = second.openai().chat.completions.with_raw_response.create(model="m", messages=history)
     assert raw.headers["x-scroll-session"] == session

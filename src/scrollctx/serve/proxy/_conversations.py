@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scrollctx.errors import UsageError
-from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.log import EventStore, Kind, NewEvent
 from scrollctx.serve.proxy._wire import ClientRequest, Wire, chain_digest, fields
 from scrollctx.view import WorkingView, branch_view
 
@@ -134,7 +134,7 @@ class Conversations:
 
     def __init__(
         self,
-        log: EventLog,
+        log: EventStore,
         settings: ViewSettings,
         system_prompt: Callable[[str], str],
         window: Callable[[object], int] | None = None,

@@ -22,7 +22,7 @@ from scrollctx.agent import ToolContext, Toolset, scroll_toolset
 from scrollctx.agent.backends import Backend
 from scrollctx.errors import SandboxUnavailable, UsageError
 from scrollctx.kernel import Kernel, SandboxPolicy, doctor
-from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.log import EventStore, Kind, NewEvent
 from scrollctx.serve._sessions import KernelRegistry, log_name
 from scrollctx.serve.proxy._anthropic_wire import ANTHROPIC
 from scrollctx.serve.proxy._conversations import Conversation, Conversations, ViewSettings
@@ -81,7 +81,7 @@ class Proxy:
 
     def __init__(
         self,
-        log: EventLog,
+        log: EventStore,
         backend: Backend,
         *,
         view: ViewSettings,

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import uvicorn
 
 from scrollctx.agent.backends import Backend
+from scrollctx.config import Config
 from scrollctx.kernel import SandboxPolicy
-from scrollctx.log import EventLog
+from scrollctx.log import open_store
 from scrollctx.serve._network import check_bind, listen
 from scrollctx.serve.proxy._app import MAX_BODY, build_app
 from scrollctx.serve.proxy._conversations import ViewSettings
@@ -43,7 +43,7 @@ class ServeOptions:
 
 
 def serve_proxy(
-    db_path: Path,
+    config: Config,
     backend: Backend,
     options: ServeOptions,
     *,
@@ -51,7 +51,9 @@ def serve_proxy(
 ) -> None:
     """Serve until interrupted; ``on_ready(url, sandbox)`` once the socket listens.
 
-    The backend is closed on the way out, whatever happens.
+    The store is the one ``config`` names: a folder's SQLite Event Log, or a shared
+    ``postgresql://`` one (``ms`` in the recall kernels reads its local replica, brought up to
+    date before each cell). The backend is closed on the way out, whatever happens.
 
     Raises:
         ConfigError: a non-loopback address without a token.
@@ -63,7 +65,7 @@ def serve_proxy(
     except BaseException:
         backend.close()
         raise
-    log = EventLog.open(db_path)
+    log = open_store(config)
     try:
         proxy = Proxy(log, backend, view=options.view, limits=options.limits,
                       sandbox=options.sandbox, label=label, session_key=options.session_key,
@@ -78,8 +80,8 @@ def serve_proxy(
         shown = f"[{options.host}]" if ":" in options.host else options.host
         on_ready(f"http://{shown}:{listener.getsockname()[1]}", label)
         app = build_app(proxy, token=options.token, max_body=options.max_body)
-        config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
-        uvicorn.Server(config).run(sockets=[listener])
+        served = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
+        uvicorn.Server(served).run(sockets=[listener])
     finally:
         proxy.close()
         log.close()
