@@ -44,7 +44,10 @@ def test_serve_refuses_before_it_listens(
 
 @pytest.mark.parametrize("shared", [False, True], ids=["folder", "postgresql"])
 def test_the_installed_command_serves_until_interrupted(
-    openai_server: ScriptedOpenAIServer, tmp_path: Path, shared: bool, request: pytest.FixtureRequest
+    openai_server: ScriptedOpenAIServer,
+    tmp_path: Path,
+    shared: bool,
+    request: pytest.FixtureRequest,
 ) -> None:
     import openai
 

@@ -38,7 +38,7 @@ import json
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +93,7 @@ class Conversation:
     ends: dict[int, int] = field(default_factory=dict)
     """Position -> the seq of the last event logged for it (the point a fork continues from)."""
     view: WorkingView | None = None
-    seen: list[Any] = field(default_factory=list)
+    seen: tuple[Any, ...] = ()
     """What its client sent last (positions 1..), for matching the next request fast."""
     digests: list[str] = field(default_factory=list)
     """The chain digests of ``seen`` (position 0, the system prompt, first)."""
@@ -204,7 +204,7 @@ class Conversations:
             chain.append(chain_digest(chain[-1], wire.fingerprint(message)))
         return chain
 
-    def _known_prefix(self, root: str, messages: Sequence[Any], wire: Wire) -> list[str] | None:
+    def _known_prefix(self, root: str, messages: tuple[Any, ...], wire: Wire) -> list[str] | None:
         """The digests of the longest prefix of ``messages`` that a recently used conversation
         of this root saw (compared object by object; a message that differs as an object
         still matches when its fingerprint does), or None."""
@@ -305,10 +305,12 @@ class Conversations:
             raise
         for at, turns in enumerate(added, start=start + 1):
             self.advance(conversation, chain[at], max(t.seq or 0 for t in turns))
-        self._remember(conversation, list(request.messages), chain)
+        self._remember(conversation, request.messages, chain)
         return len(new)
 
-    def _remember(self, conversation: Conversation, seen: list[Any], digests: list[str]) -> None:
+    def _remember(
+        self, conversation: Conversation, seen: tuple[Any, ...], digests: list[str]
+    ) -> None:
         """Keep what the client sent for its next request (the most recent conversations only)."""
         with self._lock:
             conversation.seen, conversation.digests = seen, digests
@@ -320,7 +322,7 @@ class Conversations:
             self._recent.move_to_end(conversation.session_id)
             while len(self._recent) > _RECENT:
                 _, old = self._recent.popitem(last=False)
-                old.seen, old.digests = [], []
+                old.seen, old.digests = (), []
 
     # -- after upstream --------------------------------------------------------------------
 
@@ -341,7 +343,7 @@ class Conversations:
         """The reply the client got was logged as the next position, ending at ``seq``."""
         self.advance(conversation, digest, seq)
         if conversation.seen:
-            self._remember(conversation, [*conversation.seen, dict(reply)],
+            self._remember(conversation, (*conversation.seen, dict(reply)),
                            [*conversation.digests, digest])  # fmt: skip
 
     def extend_tip(self, conversation: Conversation, seq: int) -> None:
@@ -423,8 +425,13 @@ def _fixed(budget: int | None) -> Callable[[object], int]:
     return lambda model: budget
 
 
-def _matched(messages: Sequence[Any], seen: Sequence[Any], digests: list[str], wire: Wire) -> int:
-    """How many leading ``messages`` equal what was ``seen`` (as objects, or by fingerprint)."""
+def _matched(
+    messages: tuple[Any, ...], seen: tuple[Any, ...], digests: list[str], wire: Wire
+) -> int:
+    """How many leading ``messages`` equal what was ``seen`` (as objects, or by fingerprint).
+
+    Both are tuples: a tuple never equals a list, and the comparisons below must run in C.
+    """
     limit = min(len(messages), len(seen))
     if messages[:limit] == seen[:limit]:  # compared in C: the usual case ...
         return limit

@@ -163,8 +163,8 @@ def body_fields(body: Any) -> BodyFields:
     )
     stream = body.get("stream", False)
     require(isinstance(stream, bool), "`stream` must be true or false")
-    if not all(isinstance(message, dict) for message in messages):
-        position = next(i for i, m in enumerate(messages) if not isinstance(m, dict))
+    if set(map(type, messages)) != {dict}:  # what JSON parsing gives; one C pass, not 2,000 calls
+        position = next(i for i, m in enumerate(messages) if type(m) is not dict)
         raise UsageError(f"message {position} must be an object")
     return BodyFields(messages, tuple(tools), stream)
 
