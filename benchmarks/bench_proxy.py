@@ -12,7 +12,10 @@ calling that upstream directly, measured in the same run.
 
 1. **Added latency, no eviction**: one conversation, a new user message per request; each
    request is sent to the upstream directly and through the proxy, alternating which goes
-   first. Added latency = proxy time - direct time, per pair (min / median / max).
+   first. Added latency = proxy time - direct time, per pair (min / median / max). Beside it,
+   the proxy process's CPU time per request over the same pairs (user + system, from
+   ``/proc``): what the proxy adds that other processes on a busy machine do not inflate
+   (the disk flush of each request's messages is waiting, not CPU).
 2. **Added latency with N logged turns**: the same, once the conversation has ``--logged``
    turns in the log and the view evicts (budget ``--budget``): the client resends them all.
 3. **Input tokens of an agent session**: ``--steps`` agent steps as in ``scroll simulate``
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import socket
@@ -162,6 +166,11 @@ class Bench:
         response.raise_for_status()
         return elapsed, response.json()["choices"][0]["message"]
 
+    def proxy_cpu_s(self) -> float:
+        """CPU seconds (user + system) the proxy process has used so far (Linux ``/proc``)."""
+        fields = Path(f"/proc/{self._proxy.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def evictions(self) -> int:
         with EventLog.open(self.store / "history.db") as log:
             rows = log.execute(
@@ -182,6 +191,7 @@ class Bench:
 def latency(bench: Bench, history: list[dict[str, Any]], pairs: int) -> dict[str, Any]:
     """Alternate direct and proxied requests, each with one new user message; added latency."""
     direct, proxied, added = [], [], []
+    cpu_before = bench.proxy_cpu_s()
     for pair in range(pairs):
         history.append({"role": "user", "content": text(40, len(history))})
         order = ("direct", "proxy") if pair % 2 == 0 else ("proxy", "direct")
@@ -194,8 +204,10 @@ def latency(bench: Bench, history: list[dict[str, Any]], pairs: int) -> dict[str
         direct.append(times["direct"])
         proxied.append(times["proxy"])
         added.append(times["proxy"] - times["direct"])
+    cpu_ms = (bench.proxy_cpu_s() - cpu_before) * 1000 / pairs
     return {"direct_ms": summary(direct), "proxy_ms": summary(proxied),
-            "added_ms": summary(added), "turns_at_end": len(history)}  # fmt: skip
+            "added_ms": summary(added), "proxy_cpu_ms_per_request": cpu_ms,
+            "turns_at_end": len(history)}  # fmt: skip
 
 
 def fill(bench: Bench, history: list[dict[str, Any]], turns: int) -> None:
@@ -274,7 +286,9 @@ def main(argv: list[str] | None = None) -> int:
             row = results[name]
             print(f"{name}: {row['turns_at_end']} turns at the end, {row['evictions']} evictions; "
                   f"ms min/median/max: direct {shown(row['direct_ms'])}, proxy "
-                  f"{shown(row['proxy_ms'])}, added {shown(row['added_ms'])}")  # fmt: skip
+                  f"{shown(row['proxy_ms'])}, added {shown(row['added_ms'])}; proxy CPU "
+                  f"{row['proxy_cpu_ms_per_request']:.2f} ms/request; "
+                  f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
         (root / "agent").mkdir()
         bench = Bench(root / "agent", args.budget)
         results["agent"] = agent = agent_session(bench, args.steps, args.output_kb)

@@ -158,9 +158,9 @@ def serve_command(
     try:
         from scrollctx.serve.proxy import RecallLimits, ServeOptions, ViewSettings, serve_proxy
     except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] not in ("starlette", "uvicorn", "anyio"):
+        if (exc.name or "").split(".")[0] not in ("starlette", "uvicorn", "anyio", "orjson"):
             raise
-        raise MissingDependency("starlette and uvicorn", "serve") from exc
+        raise MissingDependency("starlette, uvicorn and orjson", "serve") from exc
     api = upstream_api or _guess_api(upstream)
     backend = _upstream(api, upstream, upstream_key, timeout, upstream_retries, config)
     options = ServeOptions(

@@ -189,6 +189,28 @@ def test_a_body_that_is_not_json_or_too_large_is_refused(
     assert "speaks the openai API" in wrong.json()["error"]["message"]
 
 
+def test_a_reply_with_half_an_emoji_reaches_the_client_and_nan_is_refused_clearly(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    # A lone surrogate (JSON's "\ud83d") is valid to Python's json but not to the faster
+    # encoder the proxy writes answers with first; NaN and 1e400 no upstream request can carry.
+    import httpx2
+
+    url = f"{openai_proxy.url}/v1/chat/completions"
+    openai_server.enqueue_text("A half smile \ud83d back.")
+    asked = {"model": "m", "messages": [{"role": "user", "content": "Smile?"}]}
+    response = httpx2.post(url, json=asked)
+    assert response.status_code == 200, response.text
+    assert response.json()["choices"][0]["message"]["content"] == "A half smile \ud83d back."
+    for number in (b"NaN", b"1e400"):
+        body = b'{"model": "m", "temperature": %s, "messages": [{"role": "user", "content": "x"}]}'
+        refused = httpx2.post(url, content=body % number)
+        assert refused.status_code == 400
+        message = refused.json()["error"]["message"]
+        assert "not JSON" in message and number.decode() in message
+    assert len(openai_server.requests) == 1
+
+
 def test_models_are_passed_through(openai_proxy: ProxyServer) -> None:
     models = openai_proxy.openai().models.list()
     assert [m.id for m in models.data] == ["scripted-model"]

@@ -14,7 +14,6 @@ deeper than the decoder takes is a 400 too).
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections.abc import Mapping
@@ -41,6 +40,7 @@ from scrollctx.serve.proxy._door import (
     StreamItem,
     failure,
 )
+from scrollctx.serve.proxy._json import loads
 from scrollctx.serve.proxy._openai_wire import OPENAI
 from scrollctx.serve.proxy._proxy import Proxy
 from scrollctx.serve.proxy._wire import Wire
@@ -111,8 +111,8 @@ async def _read_json(request: Request, max_body: int, door: Door) -> Any:
             )
         chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        return loads(b"".join(chunks))
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         message = f"the request body is not JSON: {exc}"
     except RecursionError:  # the decoder's own limit: a body nested deeper than Python's stack
         message = "the request body is nested too deeply to be a request"

@@ -41,6 +41,7 @@ from scrollctx.errors import (
 )
 from scrollctx.serve.proxy._anthropic_stream import AnthropicStream
 from scrollctx.serve.proxy._conversations import Conversation, Conversations
+from scrollctx.serve.proxy._json import dumps
 from scrollctx.serve.proxy._openai_stream import OpenAIStream
 from scrollctx.serve.proxy._recall import RECALL_TOOL, Outcome, RecallLoop
 from scrollctx.serve.proxy._wire import ClientRequest, Wire
@@ -76,8 +77,7 @@ class Reply:
     @classmethod
     def json(cls, status: int, body: Any, headers: Mapping[str, str] | None = None) -> Reply:
         """A JSON answer."""
-        data = json.dumps(body, ensure_ascii=False).encode()
-        return cls(status, data, dict(headers or {}))
+        return cls(status, dumps(body), dict(headers or {}))
 
 
 class Door:

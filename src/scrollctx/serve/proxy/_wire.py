@@ -195,9 +195,11 @@ def fields(*values: Any) -> bytes:
     """An unambiguous encoding of a few texts (each prefixed by its length), for fingerprints.
 
     A value that is not a text (a client's malformed field, refused later) counts as its JSON.
+    A lone surrogate (JSON's ``"\\ud83d"``, half an emoji) is text a client may send: it is
+    encoded as itself (``surrogatepass``), never an error.
     """
     texts = (v if isinstance(v, str) else "" if v is None else canonical_json(v) for v in values)
-    return "".join(f"{len(t)}:{t}" for t in texts).encode()
+    return "".join(f"{len(t)}:{t}" for t in texts).encode("utf-8", "surrogatepass")
 
 
 def canonical_json(value: Any) -> str:
