@@ -1,7 +1,12 @@
 """What ``scroll serve`` costs per request, and what it saves in upstream input tokens.
 
 Run: ``.venv/bin/python benchmarks/bench_proxy.py [--pairs 200] [--logged 2000] [--steps 1000]
-[--output-kb 8] [--budget 32000] [--json FILE]``
+[--output-kb 8] [--budget 32000] [--before SRC] [--json FILE]``
+
+``--before SRC`` also runs the ``scroll serve`` of another scrollctx source tree (``SRC`` is its
+``src`` folder: a checkout of an earlier commit) beside this one, over its own store and
+upstream double, the two proxies' pairs interleaved in the same run, so a before/after
+comparison shares the machine's load.
 
 Everything is real but the model, each in its own process: a client (httpx, as the SDKs use
 it) resending its whole history on every request; ``scroll serve`` itself (the installed
@@ -140,8 +145,9 @@ def client() -> httpx2.Client:
 class Bench:
     """An upstream double and ``scroll serve`` in front of it (processes), and one client."""
 
-    def __init__(self, folder: Path, budget: int) -> None:
+    def __init__(self, folder: Path, budget: int, source: Path | None = None) -> None:
         self.store = folder / "store"
+        folder.mkdir()
         self._upstream = subprocess.Popen([sys.executable, __file__, "--upstream-double"],
                                           stdout=subprocess.PIPE, text=True)  # fmt: skip
         assert self._upstream.stdout is not None
@@ -149,7 +155,8 @@ class Bench:
         command = [str(SCROLL), "serve", "--upstream", f"{self.upstream_url}/v1", "--port", "0",
                    "--sandbox", "off", "--budget-tokens", str(budget),
                    "--store", str(self.store)]  # fmt: skip
-        self._proxy = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        env = {**os.environ, "PYTHONPATH": str(source)} if source else None
+        self._proxy = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         assert self._proxy.stderr is not None
         line = self._proxy.stderr.readline()
         found = re.search(r"point clients at (http://\S+)/v1", line)
@@ -188,26 +195,33 @@ class Bench:
                     pipe.close()
 
 
-def latency(bench: Bench, history: list[dict[str, Any]], pairs: int) -> dict[str, Any]:
-    """Alternate direct and proxied requests, each with one new user message; added latency."""
-    direct, proxied, added = [], [], []
-    cpu_before = bench.proxy_cpu_s()
+def latency(sides: list[tuple[Bench, list[dict[str, Any]]]], pairs: int) -> list[dict[str, Any]]:
+    """Alternate direct and proxied requests, each with one new user message; added latency.
+
+    ``sides``: the proxy (and the one ``--before`` names) with its conversation; each pair
+    alternates which goes first, direct or proxy, and which side.
+    """
+    times: list[dict[str, list[float]]] = [{"direct": [], "proxy": []} for _ in sides]
+    cpu_before = [bench.proxy_cpu_s() for bench, _ in sides]
     for pair in range(pairs):
-        history.append({"role": "user", "content": text(40, len(history))})
         order = ("direct", "proxy") if pair % 2 == 0 else ("proxy", "direct")
-        times: dict[str, float] = {}
-        for path in order:
-            url = bench.upstream_url if path == "direct" else bench.proxy_url
-            times[path], reply = bench.send(url, history)
-            if path == "proxy":
-                history.append({"role": "assistant", "content": reply["content"]})
-        direct.append(times["direct"])
-        proxied.append(times["proxy"])
-        added.append(times["proxy"] - times["direct"])
-    cpu_ms = (bench.proxy_cpu_s() - cpu_before) * 1000 / pairs
-    return {"direct_ms": summary(direct), "proxy_ms": summary(proxied),
-            "added_ms": summary(added), "proxy_cpu_ms_per_request": cpu_ms,
-            "turns_at_end": len(history)}  # fmt: skip
+        for side in range(len(sides))[:: 1 if pair % 2 == 0 else -1]:
+            bench, history = sides[side]
+            history.append({"role": "user", "content": text(40, len(history))})
+            for path in order:
+                url = bench.upstream_url if path == "direct" else bench.proxy_url
+                elapsed, reply = bench.send(url, history)
+                times[side][path].append(elapsed)
+                if path == "proxy":
+                    history.append({"role": "assistant", "content": reply["content"]})
+    rows = []
+    for (bench, history), took, cpu in zip(sides, times, cpu_before, strict=True):
+        added = [p - d for p, d in zip(took["proxy"], took["direct"], strict=True)]
+        rows.append({"direct_ms": summary(took["direct"]), "proxy_ms": summary(took["proxy"]),
+                     "added_ms": summary(added),
+                     "proxy_cpu_ms_per_request": (bench.proxy_cpu_s() - cpu) * 1000 / pairs,
+                     "turns_at_end": len(history)})  # fmt: skip
+    return rows
 
 
 def fill(bench: Bench, history: list[dict[str, Any]], turns: int) -> None:
@@ -265,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--output-kb", type=int, default=8)
     parser.add_argument("--budget", type=int, default=32_000)
+    parser.add_argument("--before", type=Path, default=None, metavar="SRC")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--upstream-double", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -274,22 +289,25 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as folder:
         root = Path(folder)
+        sources = {"": None, " (before)": args.before} if args.before else {"": None}
         for name, logged, budget in (("no_eviction", 20, 10_000_000),
                                      ("logged", args.logged, args.budget)):  # fmt: skip
-            (root / name).mkdir()
-            bench = Bench(root / name, budget)
-            history: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
-            fill(bench, history, logged)
-            results[name] = latency(bench, history, args.pairs)
-            bench.close()
-            results[name]["evictions"] = bench.evictions()
-            row = results[name]
-            print(f"{name}: {row['turns_at_end']} turns at the end, {row['evictions']} evictions; "
-                  f"ms min/median/max: direct {shown(row['direct_ms'])}, proxy "
-                  f"{shown(row['proxy_ms'])}, added {shown(row['added_ms'])}; proxy CPU "
-                  f"{row['proxy_cpu_ms_per_request']:.2f} ms/request; "
-                  f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
-        (root / "agent").mkdir()
+            sides = []
+            for tag, source in sources.items():
+                bench = Bench(root / f"{name}{tag.strip(' ()')}", budget, source)
+                history: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+                fill(bench, history, logged)
+                sides.append((bench, history))
+            for (bench, _), tag, row in zip(sides, sources, latency(sides, args.pairs),
+                                            strict=True):  # fmt: skip
+                bench.close()
+                results[name + tag] = row
+                row["evictions"] = bench.evictions()
+                print(f"{name}{tag}: {row['turns_at_end']} turns at the end, {row['evictions']} "
+                      f"evictions; ms min/median/max: direct {shown(row['direct_ms'])}, proxy "
+                      f"{shown(row['proxy_ms'])}, added {shown(row['added_ms'])}; proxy CPU "
+                      f"{row['proxy_cpu_ms_per_request']:.2f} ms/request; "
+                      f"load {os.getloadavg()[0]:.1f}")  # fmt: skip
         bench = Bench(root / "agent", args.budget)
         results["agent"] = agent = agent_session(bench, args.steps, args.output_kb)
         bench.close()
