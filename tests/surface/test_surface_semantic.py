@@ -191,8 +191,8 @@ def test_an_open_surface_tops_up_its_vectors_as_the_store_is_embedded(
 def test_hybrid_lexical_hits_carry_the_snippet_of_their_bm25_pass(
     ms: MemorySurface, question: str
 ) -> None:
-    # Hybrid asks its BM25 half for no snippets and makes them for the fused top k only:
-    # each must be the one BM25 mode computes for that row (strict or broadened pass).
+    # Each is the one BM25 mode computes for that row (from the strict or broadened pass),
+    # however hybrid's BM25 half is run.
     lexical = {hit["seq"]: hit["snippet"] for hit in ms.search(question, k=50, mode="bm25")}
     hybrid = [
         hit for hit in ms.search(question, k=4, mode="hybrid") if hit["channel"] != "semantic"

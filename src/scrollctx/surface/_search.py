@@ -75,11 +75,6 @@ WHERE conversation_history_fts MATCH ?
 ORDER BY conversation_history_fts.rank
 LIMIT ?
 """
-_SNIPPET = f"snippet(conversation_history_fts, 0, '«', '»', ' … ', {SNIPPET_TOKENS})"
-_SNIPPETS_SQL = f"""
-SELECT rowid, {_SNIPPET} FROM hist.conversation_history_fts
-WHERE conversation_history_fts MATCH ? AND rowid IN (SELECT value FROM json_each(?))
-"""
 _NEWEST_SQL = (
     "SELECT {columns}, '' AS snippet FROM hist.conversation_history AS c "
     "WHERE c.searchable = 1 AND {filters} ORDER BY c.seq DESC LIMIT ?"
@@ -192,48 +187,16 @@ class Searcher:
         if mode == "semantic":
             return _tagged(self._rows_at(nearest()), "semantic")
         pending = self._semantic.in_background(nearest)
-        # Without snippets: only the lexical rows among the fused top k get one (below).
-        bare = replace(options, k=depth, snippet=False)
-        lexical = self._passes(parsed, filters, bare, result)
+        # With snippets for all `depth` rows: making them afterwards for the shown rows only
+        # costs more, since FTS5 must evaluate the MATCH expressions again (docs/retrieval.md).
+        lexical = self._passes(parsed, filters, replace(options, k=depth), result)
         semantic = pending.result()
         by_seq = {row["seq"]: row for row in lexical}
         fused = fuse([row["seq"] for row in lexical], semantic, options.k)
-        if options.snippet and self.has_fts5:
-            self._add_snippets(parsed, [by_seq[f.seq] for f in fused if f.seq in by_seq])
         by_seq |= {
             row["seq"]: row for row in self._rows_at([f.seq for f in fused if f.seq not in by_seq])
         }
         return [by_seq[f.seq] | {"channel": f.channel} for f in fused]
-
-    def _add_snippets(self, parsed: ParsedQuery, rows: list[dict[str, Any]]) -> None:
-        """Give hybrid's lexical hits the snippet their BM25 pass would have computed.
-
-        A row that matches the strict (AND) expression came from the strict pass (it returns
-        every match unless its matches alone fill the list), so its snippet is the strict
-        one; the others came from the broadened pass. Computing them for the shown rows
-        only spares ``snippet()`` on the rows fusion drops (at least 40 of 50 at k = 10).
-        """
-        waiting = {row["seq"]: row for row in rows}
-        try:
-            self._snippets_of(parsed.and_expression(), waiting)
-            if waiting:
-                self._snippets_of(self._broad(parsed), waiting)
-        except _FtsRejected:
-            pass  # the passes fell back to LIKE: their rows have no FTS snippet
-
-    def _snippets_of(self, expression: str | None, waiting: dict[int, dict[str, Any]]) -> None:
-        """Set the snippet of the ``waiting`` rows that ``expression`` matches; drop them."""
-        if not expression or not waiting:
-            return
-        seqs = "[" + ",".join(map(str, waiting)) + "]"
-        try:
-            found = self._conn.execute(_SNIPPETS_SQL, (expression, seqs)).fetchall()
-        except sqlite3.OperationalError as exc:
-            if self._deadline.expired:
-                raise BudgetExceeded from None
-            raise _FtsRejected(str(exc)) from exc
-        for seq, snippet in found:
-            waiting.pop(seq)["snippet"] = snippet
 
     def close(self) -> None:
         """Stop the semantic channel's worker thread (the connection is the surface's)."""
@@ -337,7 +300,11 @@ class Searcher:
         exclude: set[int],
         result: ResultRows,
     ) -> list[dict[str, Any]]:
-        snippet = _SNIPPET if options.snippet else "''"
+        snippet = (
+            f"snippet(conversation_history_fts, 0, '«', '»', ' … ', {SNIPPET_TOKENS})"
+            if options.snippet
+            else "''"
+        )
         sql = _FTS_SQL.format(
             columns=_COLUMNS,
             snippet=snippet,
