@@ -28,3 +28,13 @@ def test_a_failing_batch_raises_from_the_parallel_call(semantic_encoder: Encoder
     windows = [[1000, 1001]] * (2 * BATCH) + too_long
     with pytest.raises(Exception, match="ONNXRuntimeError"):
         _with_threads(semantic_encoder, 2).encode_windows(windows)
+
+
+def test_a_window_gets_the_same_bits_whatever_it_is_padded_with(semantic_encoder: Encoder) -> None:
+    # What lets embed_pending take BATCH_ROWS rows per batch: a window's padded width (the
+    # longest window of its group) changes, its vector does not.
+    texts = ["ok", "the deploy failed because the TLS certificate expired", "sprint " * 120]
+    windows = [window for wins in semantic_encoder.windows_many(texts) for window in wins]
+    together = _with_threads(semantic_encoder, 1).encode_windows(windows)
+    alone = [semantic_encoder.encode_windows([window])[0] for window in windows]
+    assert [row.tobytes() for row in together] == [row.tobytes() for row in alone]

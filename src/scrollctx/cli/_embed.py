@@ -20,6 +20,7 @@ from scrollctx.config import Config
 from scrollctx.errors import StoreError, UsageError
 from scrollctx.log import EventLog
 from scrollctx.surface import EmbedProgress, EmbedReport, embed_pending, load_encoder
+from scrollctx.surface._semantic_embed import BATCH_ROWS
 
 __all__ = ["embed"]
 
@@ -29,7 +30,7 @@ __all__ = ["embed"]
     "--batch",
     "batch_rows",
     type=click.IntRange(min=1),
-    default=64,
+    default=BATCH_ROWS,
     show_default=True,
     help="Rows per committed batch (a kill loses at most one).",
 )
