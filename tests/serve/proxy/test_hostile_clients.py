@@ -160,3 +160,17 @@ def test_a_recall_cell_too_large_for_the_kernel_is_the_models_observation(
     assert reply.choices[0].message.content == "I will ask for less."
     result = openai_server.requests[1].body["messages"][-1]
     assert result["role"] == "tool" and "is too large (at most 4,194,304)" in result["content"]
+
+
+def test_usage_whose_shape_changes_between_upstream_answers_is_summed_without_raising() -> None:
+    # The usage of a recall step and of the answer after it are summed for the client; a field
+    # that was a number in one and an object in the other raised (TypeError, AttributeError),
+    # and the client got a 500 for the upstream's inconsistency.
+    from scrollctx.serve.proxy._wire import sum_usage
+
+    first = {"prompt_tokens": 10, "details": {"cached": 2}, "cost": 1, "flag": True}
+    second = {"prompt_tokens": 5, "details": 7, "cost": {"usd": 0.1}, "flag": 3}
+    assert sum_usage([first, second]) == {
+        "prompt_tokens": 15, "details": {"cached": 2}, "cost": 1, "flag": True,
+    }  # fmt: skip
+    assert sum_usage([second, first])["details"] == 7

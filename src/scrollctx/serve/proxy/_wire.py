@@ -224,14 +224,17 @@ def sum_usage(usages: Sequence[Any]) -> Any:
 
 def _add_into(total: dict[str, Any], usage: Mapping[str, Any]) -> None:
     for key, value in usage.items():
-        if isinstance(value, bool) or value is None:
-            total.setdefault(key, value)
-        elif isinstance(value, int | float):
-            total[key] = (total.get(key) or 0) + value
-        elif isinstance(value, Mapping):
+        had = total.get(key)
+        if _is_number(value) and (had is None or _is_number(had)):
+            total[key] = (had or 0) + value
+        elif isinstance(value, Mapping) and isinstance(had, dict | None):
             _add_into(total.setdefault(key, {}), value)
-        else:
+        else:  # a flag, a text, or a field whose shape changed between answers: the first stays
             total.setdefault(key, value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class VisibleText:
