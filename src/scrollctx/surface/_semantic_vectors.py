@@ -12,11 +12,18 @@ of the model's mark); a row's windows always arrive together, since the mark pas
 Filters are the same SQL condition the BM25 passes use, evaluated on the log table first
 (skipped when there is none), so both channels rank exactly the rows the filters let through.
 
-numpy is imported when an index is built, never at module import.
+The product runs on one BLAS thread: it is memory-bound (92 MB for the all-BEAM store), and
+OpenBLAS's second thread kept spinning after each product, taking a core from the BM25 half of
+a hybrid search (hybrid p95 28.8 ms with one thread against 47.8 ms, load 2; same scores bit
+for bit, docs/retrieval.md). Inside the memory reader's sandbox threadpoolctl cannot scan the
+loaded libraries; there the product keeps numpy's default threads.
+
+numpy and threadpoolctl are imported when an index is built, never at module import.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,8 +75,13 @@ class VectorIndex:
 
     def __init__(self, conn: sqlite3.Connection, model: str) -> None:
         import numpy
+        from threadpoolctl import ThreadpoolController
 
         self._np: Any = numpy
+        try:
+            self._blas: Any = ThreadpoolController()
+        except OSError:  # the memory reader's sandbox denies its scan of loaded libraries
+            self._blas = None
         self._conn = conn
         self._model = model
         self._loaded_through = 0
@@ -98,7 +110,9 @@ class VectorIndex:
         means, row_seqs = self._means, self._row_seqs
         if not len(row_seqs):
             return []
-        scores = means @ query.astype(np.float32)
+        one_thread = self._blas and self._blas.limit(limits=1, user_api="blas")
+        with one_thread or contextlib.nullcontext():
+            scores = means @ query.astype(np.float32)
         if allowed is not None:
             scores = np.where(np.isin(row_seqs, allowed), scores, -np.inf)
         take = min(k, int(np.isfinite(scores).sum()))
@@ -214,5 +228,5 @@ class SemanticChannel:
             except ImportError as exc:
                 from scrollctx.errors import MissingDependency
 
-                raise MissingDependency("numpy", "semantic") from exc
+                raise MissingDependency(exc.name or "numpy", "semantic") from exc
         return self._index
