@@ -280,8 +280,10 @@ class MissingDependency(ScrollError):
     exit_code = 2
 
     def __init__(self, package: str, extra: str) -> None:
+        # ``package`` may name several ("starlette, uvicorn and orjson"): say it as English would.
+        are, them = ("are", "them") if " and " in package else ("is", "it")
         super().__init__(
-            f"{package} is not installed; install it with: pip install 'scrollctx[{extra}]'"
+            f"{package} {are} not installed; install {them} with: pip install 'scrollctx[{extra}]'"
         )
         self.package = package
         self.extra = extra

@@ -83,3 +83,24 @@ def test_the_installed_command_serves_until_interrupted(
         asked = [e.content for e in log.events_after(0, 100) if e.kind == "user_message"]
     assert said == ["scroll serve runs recall cells with sandbox best-effort (opt-out)"]
     assert asked == ["Hi"]
+
+
+_WITHOUT_UVICORN = """
+import sys
+sys.modules["uvicorn"] = None  # the serve extra is not installed
+from scrollctx.cli import run
+sys.exit(run(sys.argv[1:]))
+"""
+
+
+def test_serve_without_its_extra_names_the_install_command(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_UVICORN, "serve", "--upstream", "http://127.0.0.1:9/v1",
+         "--store", str(tmp_path / "store")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "Error: starlette, uvicorn and orjson are not installed; "
+        "install them with: pip install 'scrollctx[serve]'"
+    )
