@@ -24,7 +24,7 @@ def missing(reason: str) -> NoReturn:
     """Skip the test (locally) or fail it (in CI) because ``reason`` is missing."""
     if IN_CI:
         pytest.fail(f"CI must provide this, but: {reason}", pytrace=False)
-    pytest.skip(reason)
+    pytest.skip(reason, allow_module_level=True)  # also at a module's top (a missing package)
 
 
 def import_or_missing(name: str) -> ModuleType:

@@ -16,6 +16,16 @@ def test_probe():
     import_or_missing("scrollctx_no_such_module")
 """
 
+# The same at a module's top, as test modules of an optional extra do it.
+_MISSING_AT_IMPORT = """
+from needs import import_or_missing
+
+import_or_missing("scrollctx_no_such_module")
+
+def test_probe():
+    pass
+"""
+
 # A skip that does not go through needs: a bare call, and one from a fixture.
 _BARE_SKIPS = """
 import pytest
@@ -53,6 +63,15 @@ def test_missing_prerequisite_skips_or_fails(tmp_path: Path, ci: str, outcome: s
     assert outcome in out, out
     if ci == "1":
         assert "CI must provide this" in out
+
+
+@pytest.mark.parametrize("ci,outcome", [("0", "1 skipped"), ("1", "1 error")])
+def test_missing_package_at_a_modules_top_skips_or_fails(
+    tmp_path: Path, ci: str, outcome: str
+) -> None:
+    out = _run_probe(tmp_path, _MISSING_AT_IMPORT, ci)
+    assert outcome in out, out
+    assert ("CI must provide this" in out) == (ci == "1"), out
 
 
 def test_any_other_skip_fails_in_ci_with_its_reason(tmp_path: Path) -> None:
