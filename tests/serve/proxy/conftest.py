@@ -33,7 +33,8 @@ from server_fixtures import (  # noqa: E402, F401 - fixtures are found by name
     openai_server,
 )
 
-if importlib.util.find_spec("starlette") is None or importlib.util.find_spec("uvicorn") is None:
+SERVE_EXTRA = ("starlette", "uvicorn", "orjson")  # what `pip install 'scrollctx[serve]'` brings
+if any(importlib.util.find_spec(name) is None for name in SERVE_EXTRA):
     if IN_CI:
         raise RuntimeError("CI must install the serve extra: pip install -e '.[serve]'")
     collect_ignore_glob = ["test_*.py"]
