@@ -112,7 +112,6 @@ class MemoryReader:
         self._process: WorkerProcess | None = None
         self._booted_at = 0.0
         self._ready = False
-        self._refused: str | None = None
         self._ids = itertools.count(1)
 
     @property
@@ -122,7 +121,8 @@ class MemoryReader:
 
     def start(self) -> None:
         """Start the reader if none runs (returns at once; :meth:`wait_ready` waits)."""
-        if self._process is not None or self._refused is not None:
+        refused = self.status is not None and not self.status.holds  # fail closed, for good
+        if self._process is not None or refused:
             return
         try:  # the reader's Landlock rule needs the folder to exist when it starts
             (self.db_path.parent / "payloads").mkdir(exist_ok=True)
@@ -198,7 +198,7 @@ class MemoryReader:
             self.on_ready(status)
         if not status.holds:
             missing = ", ".join(f"{s.name} ({s.state}: {s.detail})" for s in status.missing)
-            self._refused = self.state = (
+            self.state = (
                 f"the memory reader's sandbox does not hold here: {missing}; the "
                 f"{self.policy.profile!r} profile refuses to read the store without it"
                 + (f". {self.opt_out}" if self.opt_out else "")
