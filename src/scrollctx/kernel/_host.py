@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -296,11 +297,8 @@ class Kernel:
     def _handshake(self, worker: WorkerProcess) -> dict[str, Any]:
         deadline = time.monotonic() + self.boot_timeout
         ms = None
-        if self.reader is not None:
-            budgets = self.budgets
-            ms = {"session_id": self.session_id, "task_id": self.task_id,
-                  "agent_id": self.agent_id, "budgets": {"seconds": budgets.seconds,
-                  "rows": budgets.rows, "bytes": budgets.bytes}}  # fmt: skip
+        if self.reader is not None:  # the worker's ms is bound as the reader's surface is
+            ms = {**asdict(self.reader.binding), "budgets": asdict(self.budgets)}
         boot = {
             "op": "boot",
             "scratch": str(self.scratch),

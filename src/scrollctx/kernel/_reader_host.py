@@ -23,7 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,13 +137,11 @@ class MemoryReader:
             "op": "boot",
             "db_path": str(self.db_path),
             "scratch": str(process.scratch),
-            "binding": {"session_id": self.binding.session_id, "task_id": self.binding.task_id,
-                        "agent_id": self.binding.agent_id},
-            "budgets": {"seconds": self.budgets.seconds, "rows": self.budgets.rows,
-                        "bytes": self.budgets.bytes},
+            "binding": asdict(self.binding),
+            "budgets": asdict(self.budgets),
             "limits": self.limits.to_wire(),
             "policy": {**self.policy.to_wire(), "namespaces": process.namespace_facts},
-        }  # fmt: skip
+        }
         self._booted_at = time.monotonic()
         try:
             process.send(encode_frame(0, boot), self._booted_at + self.limits.boot_timeout)
