@@ -24,6 +24,7 @@ SCROLL = Path(sys.executable).with_name("scroll")
     "args,said",
     [
         (["--host", "0.0.0.0"], "refusing to serve 0.0.0.0 without a token"),
+        (["--host", "0.0.0.0"], "--token-file FILE (or --token / SCROLL_SERVE_TOKEN)"),
         (["--host", "192.0.2.1", "--token", "short"], "use at least 16"),
         (["--without", "landlock"], "refusing to start: the recall kernel's sandbox"),
     ],

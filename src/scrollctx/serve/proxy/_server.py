@@ -60,7 +60,8 @@ def serve_proxy(
         SandboxUnavailable: the sandbox does not hold and was not opted out of.
     """
     try:
-        check_bind(options.host, options.token, how="--token-file FILE (or --token)")
+        how = "--token-file FILE (or --token / SCROLL_SERVE_TOKEN)"
+        check_bind(options.host, options.token, how=how)
         label = sandbox_label(options.sandbox)
     except BaseException:
         backend.close()
