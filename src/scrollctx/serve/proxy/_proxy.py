@@ -51,9 +51,9 @@ def sandbox_label(policy: SandboxPolicy) -> str:
     Raises:
         SandboxUnavailable: the profile is strict and a layer does not hold on this machine.
     """
-    report = doctor(unavailable=policy.unavailable)
-    if policy.is_opt_out:
+    if policy.is_opt_out:  # nothing to check: no probe worker started for a report unread
         return f"{policy.profile} (opt-out)"
+    report = doctor(unavailable=policy.unavailable)
     if not report.strict_holds:
         missing = [s.name for s in report.status.layers if not s.holds]
         raise SandboxUnavailable(
