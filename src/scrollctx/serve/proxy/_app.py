@@ -31,7 +31,6 @@ from starlette.types import Receive, Scope, Send
 
 from scrollctx.errors import ScrollError
 from scrollctx.serve._network import TokenGuard
-from scrollctx.serve.proxy._anthropic_wire import ANTHROPIC
 from scrollctx.serve.proxy._door import (
     Cancellation,
     Disconnected,
@@ -41,14 +40,11 @@ from scrollctx.serve.proxy._door import (
     failure,
 )
 from scrollctx.serve.proxy._json import loads
-from scrollctx.serve.proxy._openai_wire import OPENAI
-from scrollctx.serve.proxy._proxy import Proxy
-from scrollctx.serve.proxy._wire import Wire
+from scrollctx.serve.proxy._proxy import WIRES, Proxy
 
 __all__ = ["MAX_BODY", "build_app"]
 
 MAX_BODY = 64 * 1024 * 1024
-_WIRES: dict[str, Wire] = {"openai": OPENAI, "anthropic": ANTHROPIC}
 
 
 def build_app(proxy: Proxy, *, token: str | None = None, max_body: int = MAX_BODY) -> Any:
@@ -77,7 +73,7 @@ async def _serve(proxy: Proxy, wire: str, request: Request, max_body: int) -> Re
     try:
         door = proxy.door_for(wire)
     except ScrollError as exc:
-        return _response(failure(exc, _WIRES[wire], proxy.door.headers))
+        return _response(failure(exc, WIRES[wire], proxy.door.headers))
     body = await _read_json(request, max_body, door)
     if isinstance(body, Reply):
         return _response(body)

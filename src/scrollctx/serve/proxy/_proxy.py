@@ -33,7 +33,7 @@ from scrollctx.serve.proxy._windows import ModelWindows
 from scrollctx.serve.proxy._wire import Wire
 from scrollctx.view import HEADLINE_PROMPT
 
-__all__ = ["Proxy", "proxy_rules", "sandbox_label"]
+__all__ = ["WIRES", "Proxy", "proxy_rules", "sandbox_label"]
 
 _CONTEXT = "context"
 _KERNELS = "proxy"
@@ -177,15 +177,18 @@ class Proxy:
 _ROUTES = {"openai": "POST /v1/chat/completions", "anthropic": "POST /v1/messages"}
 
 
+WIRES: dict[str, Wire] = {"openai": OPENAI, "anthropic": ANTHROPIC}
+"""Each wire the proxy serves, by name (a backend's ``wire``, a door's route)."""
+
+
 def _wire(backend: Backend) -> Wire:
-    if backend.wire == "openai":
-        return OPENAI
-    if backend.wire == "anthropic":
-        return ANTHROPIC
-    raise UsageError(
-        f"the {backend.name} backend has no wire format to proxy; use an openai or anthropic "
-        "upstream"
-    )
+    wire = WIRES.get(backend.wire or "")
+    if wire is None:
+        raise UsageError(
+            f"the {backend.name} backend has no wire format to proxy; use an openai or "
+            "anthropic upstream"
+        )
+    return wire
 
 
 def _joined(client_system: str, rules: str) -> str:
