@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import resource
 import statistics
 import subprocess
@@ -45,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 from _compare import load_average, p95
-from bench_search import DEFAULT_DATA, build_store, compare, digest, questions
+from bench_search import DEFAULT_DATA, build_store, digest, questions, save_or_expect
 
 from scrollctx.log import EventLog
 from scrollctx.surface import Budgets, load_encoder, open_surface
@@ -198,16 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = fill_vectors(db, args.vectors_cache)
     if args.save or args.expect:
         every = questions(args.data, 10**6)
-        found = results(db, every)
-        if args.save:
-            args.save.write_text(json.dumps({"store": info, "results": found}), encoding="utf-8")
-            print(f"saved {sum(map(len, found.values()))} result digests to {args.save}")
-            return 0
-        expected = json.loads(args.expect.read_text(encoding="utf-8"))["results"]
-        changed = compare(expected, found, every)
-        total = sum(map(len, expected.values()))
-        print(f"{total - changed} of {total} results identical to {args.expect}")
-        return 1 if changed else 0
+        return save_or_expect(args, info, results(db, every), every)
     queries = questions(args.data, args.queries)
     print(
         f"store: {info['chats']} BEAM chats, {info['rows']} rows, "

@@ -367,6 +367,22 @@ def compare(expected: dict[str, list[Any]], found: dict[str, list[Any]], queries
     return changed
 
 
+def save_or_expect(
+    args: argparse.Namespace, info: dict[str, Any], found: dict[str, list[Any]], queries: list[str]
+) -> int:
+    """Write ``found`` to ``--save``, or compare it with ``--expect``; the exit code (shared with
+    bench_hybrid.py)."""
+    if args.save:
+        args.save.write_text(json.dumps({"store": info, "results": found}), encoding="utf-8")
+        print(f"saved {sum(map(len, found.values()))} result digests to {args.save}")
+        return 0
+    expected = json.loads(args.expect.read_text(encoding="utf-8"))["results"]
+    changed = compare(expected, found, queries)
+    total = sum(map(len, expected.values()))
+    print(f"{total - changed} of {total} results identical to {args.expect}")
+    return 1 if changed else 0
+
+
 def store_arguments(parser: argparse.ArgumentParser) -> None:
     """The options that pick the bench store and the questions (shared with bench_merge.py)."""
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data folder")
@@ -401,16 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     if args.save or args.expect:
-        found = results(db, tasked)
-        if args.save:
-            args.save.write_text(json.dumps({"store": info, "results": found}), encoding="utf-8")
-            print(f"saved {sum(map(len, found.values()))} result digests to {args.save}")
-            return 0
-        expected = json.loads(args.expect.read_text(encoding="utf-8"))["results"]
-        changed = compare(expected, found, queries)
-        total = sum(map(len, expected.values()))
-        print(f"{total - changed} of {total} results identical to {args.expect}")
-        return 1 if changed else 0
+        return save_or_expect(args, info, results(db, tasked), queries)
     report(measure(db, queries, args.repeats, set(args.skip)))
     print(f"end: {load_average()}")
     return 0
