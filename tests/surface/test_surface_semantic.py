@@ -6,6 +6,7 @@ The pinned rankings (hits and order on fixed rows) are the contract the speed wo
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -220,6 +221,41 @@ def test_loading_the_vectors_is_not_charged_to_the_first_search(
     with open_surface(path, budgets=Budgets(seconds=1e-9)) as ms:
         hits = ms.search("note", k=3, mode="semantic")
         assert len(hits) == 3 or (hits.partial and "time budget" in hits.notes[-1])
+
+
+def test_a_row_scores_the_mean_of_its_window_products_read_slice_by_slice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from needs import import_or_missing
+
+    np = import_or_missing("numpy")
+    import_or_missing("threadpoolctl")
+    from scrollctx.surface import _semantic_vectors as vectors
+
+    dim, model = 8, "test-model"
+    rng = np.random.default_rng(3)
+    path = tmp_path / "history.db"
+    with EventLog.open(path) as log:
+        seqs = _append(log, [("s1", "t1", "user", f"note number {i}") for i in range(10)])
+        windows = {seq: rng.standard_normal((1 + i % 3, dim)) for i, seq in enumerate(seqs)}
+        rows = [(seq, j, w.astype("<f2").tobytes()) for seq, ws in windows.items()
+                for j, w in enumerate(ws)]  # fmt: skip
+        log.append_embeddings(model, dim, seqs[5], [r for r in rows if r[0] <= seqs[5]])
+        log.append_embeddings(model, dim, seqs[-1], [r for r in rows if r[0] > seqs[5]])
+    monkeypatch.setattr(vectors, "_SLICE_SEQS", 3)  # several slices per load, rows of 1-3 windows
+    conn = sqlite3.connect(":memory:")
+    conn.execute("ATTACH DATABASE ? AS hist", (str(path),))
+    index = vectors.VectorIndex(conn, model)
+    index.refresh(vectors.VectorState(seqs[5], seqs[-1], dim))
+    index.refresh(vectors.VectorState(seqs[-1], seqs[-1], dim))  # the top-up
+    query = rng.standard_normal(dim).astype(np.float32)
+    halves = {seq: ws.astype("<f2").astype(np.float32) for seq, ws in windows.items()}
+    expected = sorted(((seq, float(np.mean(ws @ query))) for seq, ws in halves.items()),
+                      key=lambda pair: -pair[1])  # fmt: skip
+    ranked = index.rank(query, None, k=len(seqs))
+    conn.close()
+    assert [seq for seq, _ in ranked] == [seq for seq, _ in expected]
+    assert [score for _, score in ranked] == pytest.approx([s for _, s in expected], abs=1e-5)
 
 
 _WITHOUT_ONNXRUNTIME = """
