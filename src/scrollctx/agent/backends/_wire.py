@@ -85,6 +85,7 @@ class WireDoor:
     wire_path: ClassVar[str] = ""
     models_path: ClassVar[str] = ""
     retry: RetryPolicy
+    options: Any  # the backend's options: their ``timeout`` is a request's default
     _client: Any
 
     def send(
@@ -138,7 +139,7 @@ class WireDoor:
         return wire_answer(data, self.name)
 
     def _options(self, timeout: float | None, headers: Mapping[str, str] | None) -> dict[str, Any]:
-        limit = timeout or float(getattr(getattr(self, "options", None), "timeout", 120.0))
+        limit = timeout or float(self.options.timeout)
         return {"timeout": limit, **({"headers": dict(headers)} if headers else {})}
 
     def _wire_body(self, body: Mapping[str, Any], *, stream: bool) -> dict[str, Any]:
