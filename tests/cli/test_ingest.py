@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from scrollctx.cli import run
+from scrollctx.cli._ingest import _merge_if_grown
 from scrollctx.ingest import ingest_path
-from scrollctx.log import EventLog
+from scrollctx.log import EventLog, NewEvent
 from scrollctx.surface import open_surface
 
 
@@ -248,3 +249,18 @@ def test_an_import_leaves_one_merged_search_index_with_the_same_results(
     small = _chat(tmp_path / "small.jsonl", 3)  # under a tenth of the store: not worth a merge
     assert run(["ingest", "--store", str(store_dir), str(small)]) == 0
     assert _segments(store_dir) == 2
+
+
+def test_the_merge_threshold_is_a_tenth_of_the_store_counted_after_the_import(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "store"
+    with EventLog.open(store / "history.db") as log:
+        for i in range(20):  # a commit each: a segment each, until FTS5 merges some
+            log.append(NewEvent(session_id="s", kind="message", content=f"line {i}"))
+        before = _segments(store)
+        assert before > 1
+        _merge_if_grown(log, 1)  # 1 of 20: under a tenth
+        assert _segments(store) == before
+        _merge_if_grown(log, 2)  # 2 of 20: exactly a tenth
+        assert _segments(store) == 1
