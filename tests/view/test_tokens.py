@@ -16,7 +16,12 @@ from hypothesis import strategies as st
 from needs import import_or_missing
 from scrollctx.errors import UsageError
 from scrollctx.view import TokenCounter, estimate_tokens
-from scrollctx.view.tokens import _cached_line_estimate, _piece_estimate
+from scrollctx.view.tokens import (
+    _LINE_CACHE,
+    _LINE_CACHE_CHARS,
+    _cached_line_estimate,
+    _piece_estimate,
+)
 
 CHINESE = "我们计划下个月去北京旅行，需要预订酒店和机票。请帮我比较三家航空公司的价格。"
 JAPANESE = "明日の会議は午後三時からです。資料を準備してください。"
@@ -198,3 +203,23 @@ def test_a_repeated_line_is_counted_from_the_cache() -> None:
     misses = _cached_line_estimate.cache_info().misses
     assert estimate_tokens(index + "\n  · seq 400-409  ⟦ step 400 | done ⟧") > 0
     assert _cached_line_estimate.cache_info().misses == misses + 1
+
+
+def test_the_line_cache_is_bounded_in_entries_and_in_line_length() -> None:
+    # A long session's tool outputs go through the cache: it keeps at most _LINE_CACHE lines
+    # of at most _LINE_CACHE_CHARS characters each, and a longer line is counted past it.
+    assert _cached_line_estimate.cache_info().maxsize == _LINE_CACHE
+
+    def lookups() -> int:
+        info = _cached_line_estimate.cache_info()
+        return info.hits + info.misses
+
+    longest = "ж" * (_LINE_CACHE_CHARS - 1) + "我"
+    before = lookups()
+    assert estimate_tokens(longest) == _piece_estimate(longest)
+    assert lookups() == before + 1  # at the limit: cached
+    too_long = longest + "我"
+    text = f"{too_long}\n{too_long}"
+    before = lookups()
+    assert estimate_tokens(text) == _piece_estimate(text)
+    assert lookups() == before  # past it: never looked up, never kept
