@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 from scripted_servers import ScriptedOpenAIServer
 
-from scrollctx.agent import AgentLoop, Backend, RunFinished, ScrollPolicy, ToolStep, tool
+from scrollctx.agent import (
+    AgentEvent,
+    AgentLoop,
+    Backend,
+    RunFinished,
+    ScrollPolicy,
+    ToolStep,
+    tool,
+)
 from scrollctx.agent._tools import ToolContext, scroll_toolset
 from scrollctx.errors import StoreError
 from scrollctx.log import EventLog, NewEvent
@@ -51,7 +59,11 @@ def holder(tmp_path: Path) -> Iterator[sqlite3.Connection]:
     connection.close()
 
 
-def _loop(log: EventLog, holder: sqlite3.Connection, backend: Backend, traces: Path) -> AgentLoop:
+def _run(
+    log: EventLog, holder: sqlite3.Connection, backend: Backend, traces: Path, task: str
+) -> list[AgentEvent]:
+    """Every event of a run of ``task`` with a tool that takes the lock (kernel closed after)."""
+
     def take_lock() -> str:
         """Hold the store's write lock from another connection."""
         holder.execute("BEGIN IMMEDIATE")
@@ -60,9 +72,13 @@ def _loop(log: EventLog, holder: sqlite3.Connection, backend: Backend, traces: P
     toolset = scroll_toolset([tool(take_lock)])
     context = ToolContext(log, session_id="s1", kernel_functions=toolset.kernel_functions)
     policy = ScrollPolicy.open(log, "s1", "system", budget_tokens=8000)
-    return AgentLoop(
+    loop = AgentLoop(
         backend=backend, policy=policy, toolset=toolset, context=context, trace_dir=traces
     )
+    try:
+        return list(loop.iter_run(task))
+    finally:
+        loop.context.close()
 
 
 def test_a_refused_write_in_a_cell_is_an_observation_and_the_run_ends_with_run_end(
@@ -75,11 +91,7 @@ def test_a_refused_write_in_a_cell_is_an_observation_and_the_run_ends_with_run_e
     log.holder = holder
     openai_server.enqueue_tool_calls([("repl_exec", {"source": "take_lock()"})])
     openai_server.enqueue_tool_calls([("submit_answer", {"answer": "ok"})])
-    loop = _loop(log, holder, scripted_backend, tmp_path / "traces")
-    try:
-        events = list(loop.iter_run("Lock the store."))
-    finally:
-        loop.context.close()
+    events = _run(log, holder, scripted_backend, tmp_path / "traces", "Lock the store.")
     seen = next(e for e in events if isinstance(e, ToolStep)).observation
     assert "ToolCallError: take_lock() ran, but the Event Log could not record its result" in seen
     assert "[note] the Event Log refused a write during this cell" in seen
@@ -99,11 +111,7 @@ def test_a_log_that_stays_locked_still_ends_the_run_with_a_trace(
 ) -> None:
     log = EventLog.open(tmp_path / "store" / "history.db", lock_timeout=0.2)
     openai_server.enqueue_tool_calls([("repl_exec", {"source": "take_lock()"})])
-    loop = _loop(log, holder, scripted_backend, tmp_path / "traces")
-    try:
-        events = list(loop.iter_run("Lock the store for good."))
-    finally:
-        loop.context.close()
+    events = _run(log, holder, scripted_backend, tmp_path / "traces", "Lock the store for good.")
     finished = events[-1]
     assert isinstance(finished, RunFinished) and finished.status == "failed"
     assert finished.failure is not None and "database is locked" in finished.failure
