@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import re
 import subprocess
 import sys
@@ -91,6 +92,16 @@ def test_calibration_ignores_empty_usage() -> None:
     assert counter.observe(raw_tokens=0, reported_tokens=10) == 1.0
     assert counter.observe(raw_tokens=10, reported_tokens=0) == 1.0
     assert counter.samples == 0
+
+
+def test_a_nan_count_or_calibration_is_ignored_and_counting_goes_on() -> None:
+    # An endpoint's usage (an Anthropic cache count) or a stored calibration can be NaN: taken,
+    # it would make every later count raise ValueError, here and after a restart.
+    counter = TokenCounter()
+    assert counter.observe(raw_tokens=10, reported_tokens=math.nan) == 1.0  # type: ignore[arg-type]
+    counter.restore({"ratio": math.nan, "samples": 3})
+    assert (counter.ratio, counter.samples) == (1.0, 0)
+    assert counter.count(CODE) == counter.raw(CODE)
 
 
 def test_an_exact_encoder_is_used_and_clamped_tighter() -> None:

@@ -201,6 +201,8 @@ class TokenCounter:
         ratio, samples = state.get("ratio"), state.get("samples")
         if not isinstance(ratio, int | float) or not isinstance(samples, int) or samples < 1:
             return
+        if math.isnan(ratio):
+            return
         low, high = _EXACT_CLAMP if self.is_exact else _ESTIMATE_CLAMP
         self.ratio = min(max(float(ratio), low), high)
         self.samples = samples
@@ -208,9 +210,10 @@ class TokenCounter:
     def observe(self, *, raw_tokens: int, reported_tokens: int) -> float:
         """Learn from an endpoint's ``usage.prompt_tokens`` for a request of ``raw_tokens``.
 
-        Returns the new ratio. Non-positive inputs are ignored (some endpoints report 0).
+        Returns the new ratio. Non-positive inputs are ignored (some endpoints report 0), and
+        so is a NaN one (a ratio of NaN would make every later count fail).
         """
-        if raw_tokens <= 0 or reported_tokens <= 0:
+        if not (raw_tokens > 0 and reported_tokens > 0):
             return self.ratio
         sample = min(max(reported_tokens / raw_tokens, _SAMPLE_CLAMP[0]), _SAMPLE_CLAMP[1])
         ratio = sample if self.samples == 0 else self.ratio + _EMA_ALPHA * (sample - self.ratio)
