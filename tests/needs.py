@@ -10,6 +10,7 @@ In CI any other skip (a bare ``pytest.skip``, a skipping fixture) fails too, thr
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from collections.abc import Generator
 from types import ModuleType
@@ -33,6 +34,15 @@ def import_or_missing(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ImportError as exc:
         missing(f"could not import {name!r}: {exc}")
+
+
+def extra_missing(extra: str, *modules: str) -> bool:
+    """Whether a test folder's extra is absent: then its ``conftest.py`` collects nothing there
+    (locally); in CI it stops the run, since CI installs every extra on purpose."""
+    absent = [name for name in modules if importlib.util.find_spec(name) is None]
+    if absent and IN_CI:
+        raise RuntimeError(f"CI must install the {extra} extra ({', '.join(absent)} missing)")
+    return bool(absent)
 
 
 @pytest.hookimpl(hookwrapper=True)

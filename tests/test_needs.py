@@ -85,3 +85,14 @@ def test_any_other_skip_fails_in_ci_with_its_reason(tmp_path: Path) -> None:
 def test_other_skips_still_skip_locally(tmp_path: Path) -> None:
     out = _run_probe(tmp_path, _BARE_SKIPS, "0")
     assert "1 xfailed, 2 skipped" in out or "2 skipped, 1 xfailed" in out, out
+
+
+def test_an_absent_extra_is_skipped_locally_and_stops_ci(monkeypatch: pytest.MonkeyPatch) -> None:
+    import needs
+
+    assert needs.extra_missing("test", "pytest") is False
+    monkeypatch.setattr(needs, "IN_CI", False)
+    assert needs.extra_missing("test", "pytest", "scrollctx_no_such_module") is True
+    monkeypatch.setattr(needs, "IN_CI", True)
+    with pytest.raises(RuntimeError, match=r"CI must install the test extra \(scrollctx_no_such"):
+        needs.extra_missing("test", "pytest", "scrollctx_no_such_module")

@@ -5,15 +5,11 @@ Without the ``mcp`` extra these tests are not collected (locally) or fail (CI in
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from needs import IN_CI
+from needs import extra_missing
 
-if importlib.util.find_spec("mcp") is None:
-    if IN_CI:
-        raise RuntimeError("CI must install the mcp extra: pip install -e '.[mcp]'")
+if extra_missing("mcp", "mcp"):
     collect_ignore_glob = ["test_*.py"]
 
 

@@ -10,7 +10,6 @@ are not collected (locally) or fail (CI installs it).
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 import tempfile
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from needs import IN_CI
+from needs import extra_missing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "agent"))
 
@@ -33,10 +32,7 @@ from server_fixtures import (  # noqa: E402, F401 - fixtures are found by name
     openai_server,
 )
 
-SERVE_EXTRA = ("starlette", "uvicorn", "orjson")  # what `pip install 'scrollctx[serve]'` brings
-if any(importlib.util.find_spec(name) is None for name in SERVE_EXTRA):
-    if IN_CI:
-        raise RuntimeError("CI must install the serve extra: pip install -e '.[serve]'")
+if extra_missing("serve", "starlette", "uvicorn", "orjson"):
     collect_ignore_glob = ["test_*.py"]
 
 _SHM = Path("/dev/shm")

@@ -16,8 +16,11 @@ from ui_helpers import (
     hostile_session,
 )
 
-from needs import import_or_missing, missing
+from needs import extra_missing, missing
 from scrollctx.log import EventLog
+
+if extra_missing("ui", "starlette", "jinja2", "uvicorn", "matplotlib"):
+    collect_ignore_glob = ["test_*.py"]
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +46,6 @@ def ui_store(tmp_path_factory: pytest.TempPathFactory) -> UIStore:
 @pytest.fixture(scope="session")
 def served(ui_store: UIStore) -> Iterator[ServedApp]:
     """The inspector over the test store, without a token, on loopback."""
-    import_or_missing("starlette")
     from scrollctx.serve.ui._app import create_app
 
     app = ServedApp(create_app(ui_store.path / "history.db", results_dir=ui_store.results))
