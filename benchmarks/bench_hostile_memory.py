@@ -30,6 +30,7 @@ SUITE = [
     "tests/kernel/test_store_attacks.py",
     "tests/kernel/test_frames_hostile.py",
     "tests/kernel/test_reader.py",
+    "tests/kernel/test_channel.py",
     "tests/kernel/test_bounds.py",
     "tests/agent/test_json_memory_tools.py",
     "tests/agent/test_agent_store_errors.py",

@@ -113,7 +113,7 @@ def open_session(root: Path, *, start_reader: bool = True, **options: object) ->
     kernel = Kernel(event_log=log, session_id="k1", scratch=root / "scratch", **options)  # type: ignore[arg-type]
     status = kernel.start()
     if start_reader and kernel.reader is not None and status.holds:  # a refused kernel calls no ms
-        kernel.reader.wait_ready()
+        kernel.start_reader()
     return Session(log, kernel, root)
 
 

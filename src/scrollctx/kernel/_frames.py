@@ -23,7 +23,7 @@ import os
 import select
 import struct
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from scrollctx.errors import ProtocolError, WorkerCrashed
 
@@ -32,11 +32,14 @@ __all__ = [
     "MAX_FRAME",
     "FrameReader",
     "Body",
+    "Pipes",
     "Frame",
     "as_views",
     "consume",
+    "decode_body",
     "encode_frame",
     "frame_parts",
+    "hang_up",
     "pipe_arguments",
     "write_frame",
 ]
@@ -118,7 +121,7 @@ class FrameReader:
                 for another request.
         """
         body = self.read_body(deadline, expect=expect)
-        return None if body is None else _decode(body)
+        return None if body is None else decode_body(body)
 
     def read_body(self, deadline: float | None = None, *, expect: int | None = None) -> Body | None:
         """Like :meth:`read`, but return the body undecoded (to forward it unchanged)."""
@@ -132,6 +135,14 @@ class FrameReader:
             if not chunk:
                 raise WorkerCrashed("the other end closed its control pipe (it exited or crashed)")
             self._buffer += chunk
+
+    def buffered(self) -> bool:
+        """Whether a whole frame is already buffered (``select`` on the descriptor would not
+        show it)."""
+        if len(self._buffer) < HEADER.size:
+            return False
+        size: int = HEADER.unpack_from(self._buffer)[0]
+        return len(self._buffer) >= HEADER.size + size
 
     def _wanted(self) -> int:
         # Once a header is in, read the rest of its body in large pieces.
@@ -176,7 +187,8 @@ class FrameReader:
         return body
 
 
-def _decode(body: Body) -> dict[str, Any]:
+def decode_body(body: Body) -> dict[str, Any]:
+    """Decode one frame's body: a JSON object, or :class:`ProtocolError` saying why not."""
     try:
         message = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -193,10 +205,37 @@ def _decode(body: Body) -> dict[str, Any]:
     return message
 
 
-def pipe_arguments(prog: str, argv: list[str] | None) -> tuple[int, int]:
-    """Parse a kernel process's command line, ``--fd-in N --fd-out M``: its two pipe ends."""
+class Pipes(NamedTuple):
+    """The descriptors a kernel process is started with (``None``: not given)."""
+
+    fd_in: int
+    fd_out: int
+    ms: int | None = None
+    """The worker's and its memory reader's ends of their direct ``ms`` channel."""
+    clock: int | None = None
+    """The memory reader's call clock, shared with the host (:mod:`._reader_host`)."""
+
+
+def hang_up(fd: int) -> None:
+    """Close a socket's both directions, then the descriptor: the peer sees the end at once,
+    even where another process holds a copy of it (bwrap's monitor, for a reader)."""
+    import socket  # here: most workers never close a channel, and their start pays for imports
+
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # not a socket, or already shut: closing is all there is to do
+    os.close(fd)
+
+
+def pipe_arguments(prog: str, argv: list[str] | None) -> Pipes:
+    """Parse a kernel process's command line, ``--fd-in N --fd-out M [--fd-ms K]
+    [--fd-clock C]``: its control pipe ends, and the optional descriptors of :class:`Pipes`."""
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--fd-in", type=int, required=True)
     parser.add_argument("--fd-out", type=int, required=True)
+    parser.add_argument("--fd-ms", type=int)
+    parser.add_argument("--fd-clock", type=int)
     args = parser.parse_args(argv)
-    return args.fd_in, args.fd_out
+    return Pipes(args.fd_in, args.fd_out, args.fd_ms, args.fd_clock)

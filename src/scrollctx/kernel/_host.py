@@ -5,8 +5,9 @@ Guarantees (on Linux with every layer holding, i.e. the ``strict`` profile's con
 - model code runs only in the worker, never in the host; the worker cannot write outside its
   scratch folder, open network sockets, spawn processes, raise its limits, trace or signal the
   host (see :mod:`scrollctx.kernel._policy` for each layer), and it holds no path to the store:
-  ``ms`` calls cross to a memory reader process (:mod:`._reader`) through the host, which bounds
-  each call's time and reply;
+  ``ms`` calls cross to a memory reader process (:mod:`._reader`), the first through the host,
+  later ones over the worker's own channel to it; the host bounds each call's time (on the
+  channel through its watch over the reader's call clock) and each reply's size;
 - the host trusts nothing the worker sends after its boot report: a frame is checked by its
   header before it is read (its size against what the protocol needs, its request id against
   the running cell: anything else gets the worker killed and restarted, at O(1) cost), then
@@ -170,7 +171,9 @@ class Kernel:
             MemoryReader(self.db_path, Binding(session_id, task_id, agent_id), policy=self.policy,
                          budgets=self.budgets, limits=reader_limits, python=self.python,
                          opt_out=f"To read it without them, {_OPT_OUT}",
-                         on_ready=self._reader_ready)
+                         on_ready=self._reader_ready, max_request=max_tool_input,
+                         idle_cpu=self.policy.limits.idle_cpu
+                         if "rlimits" in self.policy.applied else None)
             if self.db_path is not None
             else None
         )  # fmt: skip
@@ -229,6 +232,14 @@ class Kernel:
             return "no Event Log bound (the kernel was started without one)"
         return self.reader.state
 
+    def start_reader(self) -> bool:
+        """Start the memory reader now, not on the first ``ms`` call; return whether ``ms`` is
+        bound. Like that call's start, it is logged, and it gets the worker's direct channel."""
+        if self.reader is None:
+            return False
+        channel = self._worker.take_channel if self._worker is not None else None
+        return self.reader.wait_ready(channel) is not None
+
     def close(self) -> None:
         """Stop the worker and the memory reader; remove a scratch folder the kernel made."""
         if self._worker is not None:
@@ -243,6 +254,8 @@ class Kernel:
         if self._worker is not None:
             self._worker.kill()
             self._worker = None
+        if self.reader is not None:
+            self.reader.retire()  # its channel led to that worker; the next ms call starts one
 
     def _refresh(self) -> None:
         # A shared store's local replica: every host's newest rows reach ms before each cell.
@@ -258,6 +271,7 @@ class Kernel:
             self.scratch,
             self.policy.limits if applies_limits else None,
             namespaces=namespace_request(self.policy, None),  # no store in its file system
+            channel=self.reader is not None,  # ms straight to the reader, past the host
         )
         worker.reader.max_size = self.frame_limit
         try:
@@ -273,7 +287,7 @@ class Kernel:
         )
         self.status = status
         self._worker = worker
-        worker.set_busy(False)
+        self._set_busy(worker, False)
         if not status.holds:
             self._discard()  # fail closed: no unconfined worker is left running
         self._journaled(self.journal.sandbox, status, reason)
@@ -377,10 +391,10 @@ class Kernel:
         }
         try:
             worker.begin_cell()
-            worker.set_busy(True)
+            self._set_busy(worker, True)
             worker.send(encode_frame(cell_id, request), started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
-            worker.set_busy(False)
+            self._set_busy(worker, False)
             result = worker.end_cell(self._result(reply, started, limit, interrupted, notice))
             self._log_store_errors()
             return result
@@ -409,6 +423,8 @@ class Kernel:
                 if interrupted:
                     raise _Killed
                 worker.interrupt()
+                if self.reader is not None:  # a call over the channel stops too
+                    self.reader.interrupt()
                 interrupted = True
                 deadline = time.monotonic() + self.grace
                 continue
@@ -565,10 +581,17 @@ class Kernel:
         """Answer one ``ms`` call; return whether the cell's deadline passed meanwhile."""
         call, what = frame.get("call"), f"ms.{str(frame.get('method'))[:40]}"
         body: Body
+        if worker.reader.last_size > self.max_tool_input:
+            # The worker refuses such a call itself; this frame was forged.
+            raise ProtocolError(
+                f"an ms call of {worker.reader.last_size:,} bytes exceeds the "
+                f"{self.max_tool_input:,}-byte limit of one call"
+            )
         if self.reader is None:  # a forged call: the worker's ms is unbound and never sends
             body = error_reply(call, RuntimeError("ms is not available in this kernel"))
         else:
-            body = self.reader.forward(worker.reader.last_body, call, what, until=cell_deadline)
+            body = self.reader.forward(worker.reader.last_body, call, what, until=cell_deadline,
+                                       channel=worker.take_channel)  # fmt: skip
         overdue = time.monotonic() > cell_deadline
         if overdue:
             # The reader's query was interrupted for the cell's timeout: the cell is too, before
@@ -576,6 +599,11 @@ class Kernel:
             worker.interrupt()
         worker.send(frame_parts(cell_id, body), max(answer_by, time.monotonic() + self.grace))
         return overdue
+
+    def _set_busy(self, worker: WorkerProcess, busy: bool) -> None:
+        worker.set_busy(busy)
+        if self.reader is not None:
+            self.reader.set_busy(busy)
 
     def _log_store_errors(self) -> None:
         # Writes the Event Log refused earlier, recorded now if it works again (else kept).

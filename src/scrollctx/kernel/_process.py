@@ -8,6 +8,11 @@ stderr (C code, faulthandler) go to one pipe drained by a thread that keeps only
 so a flood can neither block the worker nor grow the host; that tail is untrusted text, shown only
 to explain a crash. Writes to the worker never block past a deadline.
 
+A worker started with ``channel=True`` also gets one end of a socket pair (``--fd-ms``): the host
+keeps the other until the memory reader started for that worker takes it (``ms`` then goes
+straight from the worker to the reader); a reader gets its descriptors the same way (``fds``),
+and the host keeps no copy of any descriptor it passed.
+
 Every worker is started from one long-lived daemon thread (:class:`_Spawner`), whatever thread
 asks: the worker's ``PR_SET_PDEATHSIG`` fires when the *thread* that forked it ends, and callers
 such as the MCP server start kernels from pool threads that come and go.
@@ -21,11 +26,12 @@ import os
 import queue
 import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
@@ -167,6 +173,8 @@ class WorkerProcess:
         *,
         namespaces: NamespaceRequest | None = None,
         module: str = "scrollctx.kernel._worker",
+        fds: Mapping[str, int] | None = None,
+        channel: bool = False,
     ) -> None:
         self.namespace_problem = launch_problem(python) if namespaces is not None else None
         self.namespaced = namespaces is not None and self.namespace_problem is None
@@ -174,8 +182,17 @@ class WorkerProcess:
         self._from_worker, from_write = os.pipe()
         out_read, out_write = os.pipe()
         info_read, info_write = os.pipe() if self.namespaced else (-1, -1)
+        extra = dict(fds or {})
+        self.channel: int | None = None
+        """The host's copy of the far end of the worker's ``ms`` channel, until the memory
+        reader started for this worker takes it (:meth:`take_channel`)."""
+        if channel:
+            near, far = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            extra["ms"], self.channel = near.detach(), far.detach()
         argv = [python, "-I", "-m", module,
                 "--fd-in", str(to_read), "--fd-out", str(from_write)]  # fmt: skip
+        for name, fd in extra.items():
+            argv += [f"--fd-{name}", str(fd)]
         if namespaces is not None and self.namespaced:
             reads = worker_reads(python, namespaces.store_files)
             argv = sandbox_command(
@@ -186,7 +203,8 @@ class WorkerProcess:
                 scratch_size=namespaces.scratch_size,
                 info_fd=info_write,
             )
-        passed = (to_read, from_write, info_write) if self.namespaced else (to_read, from_write)
+        passed = (to_read, from_write, *extra.values())
+        passed += (info_write,) if self.namespaced else ()
         try:
             self.proc = _spawner.run(
                 lambda: subprocess.Popen(
@@ -202,12 +220,14 @@ class WorkerProcess:
                 )
             )
         except OSError:
-            for fd in (self._to_worker, self._from_worker, out_read, info_read):
+            for fd in (self._to_worker, self._from_worker, out_read, info_read, self.channel or -1):
                 if fd >= 0:
                     os.close(fd)
             raise
         finally:
-            for fd in (to_read, from_write, out_write, info_write):
+            # The host keeps none of what it passed (a reader's channel end and clock are
+            # passed on here and held only by the reader from now on).
+            for fd in (to_read, from_write, out_write, info_write, *extra.values()):
                 if fd >= 0:
                     os.close(fd)
         os.set_blocking(self._to_worker, False)
@@ -363,6 +383,11 @@ class WorkerProcess:
         """Send SIGINT (a running cell gets ``KeyboardInterrupt``)."""
         self._signal(signal.SIGINT)
 
+    def signal_kill(self) -> None:
+        """Send SIGKILL to the worker and all it started, from any thread (the thread that
+        owns the process reaps it and closes its pipes: :meth:`kill`)."""
+        self._signal(signal.SIGKILL, group=True)
+
     def kill(self) -> None:
         """Kill the worker and everything it started, and reap it; close the pipes."""
         self._signal(signal.SIGKILL, group=True)
@@ -418,13 +443,19 @@ class WorkerProcess:
         else:
             _deliver(lambda: os.kill(self.proc.pid, signum))
 
+    def take_channel(self) -> int | None:
+        """Hand over the far end of the worker's ``ms`` channel (once; ``None`` after)."""
+        fd, self.channel = self.channel, None
+        return fd
+
     def _close_pipes(self) -> None:
         if self.closed:
             return
         self.closed = True
-        for fd in (self._to_worker, self._from_worker):
+        for fd in (self._to_worker, self._from_worker, self.take_channel()):
             try:
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             except OSError:
                 pass
 

@@ -1,26 +1,33 @@
 """The memory reader: the one process of a kernel that opens the store, answering ``ms`` calls.
 
 The worker (model code) holds no path to the Event Log: its ``ms`` is a
-:class:`~scrollctx.surface.RemoteSurface` whose calls cross worker -> host -> reader and back.
-The host starts this process on a kernel's first ``ms`` call as
-``python -I -m scrollctx.kernel._reader --fd-in N --fd-out M`` (and restarts it when it dies)
-and brokers every call: it checks each frame's header, bounds each call's time and each reply's
-size, and turns a reader that fails into an error for the call that hit it. The host's JSON
-memory tools use a reader of their own the same way, so no query ever runs in the host.
+:class:`~scrollctx.surface.RemoteSurface` whose calls reach this process. The host starts it on
+a kernel's first ``ms`` call as ``python -I -m scrollctx.kernel._reader --fd-in N --fd-out M
+--fd-clock C [--fd-ms K]`` (and restarts it when it dies). That first call, and the calls of
+the host's JSON memory tools (a reader of their own), come through the host, which checks each
+frame's header and bounds each call's time and reply. ``--fd-ms`` is the reader's end of a
+socket pair the worker was started with (its *channel*): the worker's later calls come over
+it, past the host (one hop each way instead of two). Whatever comes over it is untrusted, and
+the host's checks on its path are kept: the request's size is checked here against the same
+limit, by the header alone; the call's deadline by the host's watch, which reads the *call
+clock* (``--fd-clock``: shared memory where this process writes when its running call started)
+and kills a call past it, however it came; the reader's CPU between cells by the same watch.
 
-Protocol (frames of :mod:`._frames`; the host picks the request ids, the reader answers each
-request with its id):
+Protocol (frames of :mod:`._frames`; each request is answered with its id, on the pipe or the
+channel it came from):
 
 1. boot, id 0: ``{"op": "boot", "db_path", "scratch", "binding": {session_id, task_id,
    agent_id}, "budgets": {seconds, rows, bytes}, "limits": {heap, value_bytes, reply_bytes,
-   address_space}, "policy": <the kernel's policy on the wire>}``;
+   address_space}, "max_request", "policy": <the kernel's policy on the wire>}``;
 2. the reader imports the surface, confines itself with the sandbox's own steps under a reader
    plan (:func:`reader_plan`: address space ``limits.address_space``, no file may grow, private
    network namespace, no capabilities, Landlock read-only on Python, the store's database,
    ``-wal``, ``-shm`` and ``payloads/``, seccomp: no fork, exec or sockets), sets SQLite's hard
    heap limit, opens the store as a :class:`~scrollctx.surface.MemorySurface` (each value capped
    at ``limits.value_bytes``, temporary data in memory) and answers, id 0:
-   ``{"op": "ready", "layers": {...}, "ms": "bound" | "<why not>"}``;
+   ``{"op": "ready", "layers": {...}, "ms": "bound" | "<why not>"}``; just before, once bound,
+   it says ``{"op": "channel"}`` (id 0) on the channel, after which the worker sends its calls
+   there;
 3. then each request ``{"op": "ms", "call", "method", "kwargs"}`` is answered by
    :func:`~scrollctx.surface._remote.answer_call` (the reply format is documented there), until
    ``{"op": "shutdown"}`` or the host's end of the pipe closes.
@@ -28,14 +35,18 @@ request with its id):
 Invariants:
 
 - no model code runs here: a request names a public call of ``MemorySurface`` and carries data
-  (decoded by :mod:`scrollctx.surface._codec`, never unpickled or evaluated);
+  (decoded by :mod:`scrollctx.surface._codec`, never unpickled or evaluated); a request larger
+  than ``max_request`` (the kernel's limit of one call's arguments) is refused by its header;
+  on the channel that closes the channel (the worker's later calls go through the host), as
+  do bytes that are not a request; a malformed request from the host's pipe is answered with
+  an error;
 - every answer is bounded: time by the surface's progress-handler deadline (and by the host,
   which kills a call past its budget plus a grace period), SQLite's memory by the hard heap
   limit, one value by ``SQLITE_LIMIT_LENGTH``, rows and bytes by the surface's budgets, the
   reply by ``reply_bytes`` and the whole process by ``RLIMIT_AS``; a call that runs out of
   memory is answered with a :class:`~scrollctx.errors.QueryError` saying so;
-- SIGINT (sent by the host when the *cell's* timeout passes during a call) stops the running
-  call only; between calls it is ignored;
+- SIGINT (sent by the host when the *cell's* timeout passes) stops the running call only;
+  between calls it is ignored;
 - one request at a time, answered in order; the reader dies with the host's thread that
   started it (``PR_SET_PDEATHSIG``, as the worker) and exits when its control pipe closes.
 """
@@ -43,19 +54,29 @@ Invariants:
 from __future__ import annotations
 
 import faulthandler
+import mmap
 import os
+import select
 import signal
 import sqlite3
+import struct
 import sys
+import time
 from collections.abc import Mapping
 from types import FrameType
 from typing import Any
 
-from scrollctx.errors import WorkerCrashed
+from scrollctx.errors import ProtocolError, QueryError, WorkerCrashed
 from scrollctx.kernel._frames import (
+    MAX_FRAME,
+    Body,
+    Frame,
     FrameReader,
+    Pipes,
+    decode_body,
     encode_frame,
     frame_parts,
+    hang_up,
     pipe_arguments,
     write_frame,
 )
@@ -63,9 +84,12 @@ from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox, die_with_host
 from scrollctx.surface import Budgets, open_surface
 from scrollctx.surface._remote import answer_call, error_reply
 
-__all__ = ["main", "reader_plan"]
+__all__ = ["CLOCK", "main", "reader_plan"]
 
 _OPEN_FILES = 64
+
+CLOCK = struct.Struct("=d")
+"""The shared call clock's layout: when the running call started (0.0: none runs)."""
 
 
 def reader_plan(boot: Mapping[str, Any]) -> SandboxPlan:
@@ -78,11 +102,13 @@ def reader_plan(boot: Mapping[str, Any]) -> SandboxPlan:
 
 
 class Reader:
-    """One reader: its pipe, its surface, and whether SIGINT may stop the running call."""
+    """One reader: its pipes, its surface, and whether SIGINT may stop the running call."""
 
-    def __init__(self, fd_in: int, fd_out: int) -> None:
-        self.reader = FrameReader(fd_in)
-        self.fd_out = fd_out
+    def __init__(self, pipes: Pipes) -> None:
+        self.reader = FrameReader(pipes.fd_in)
+        self.fd_out = pipes.fd_out
+        self.channel = FrameReader(pipes.ms) if pipes.ms is not None else None
+        self.clock = _open_clock(pipes.clock)
         self.surface: Any = None
         self.reply_bytes = 0
         self.memory_hint = ""
@@ -96,6 +122,11 @@ class Reader:
         limits = boot["limits"]
         self.reply_bytes = int(limits["reply_bytes"])
         self.memory_hint = _memory_hint(limits)
+        # The largest request the host forwards or the worker may send: the kernel's limit of
+        # one call's arguments; a larger frame is refused before its body is read.
+        self.reader.max_size = int(boot.get("max_request", MAX_FRAME))
+        if self.channel is not None:
+            self.channel.max_size = self.reader.max_size
         if limits.get("heap"):
             # Process-wide, and a pragma can only lower it afterwards: no query raises it.
             sqlite3.connect(":memory:").execute(f"PRAGMA hard_heap_limit = {int(limits['heap'])}")
@@ -112,32 +143,104 @@ class Reader:
             state = "bound"
         except Exception as exc:  # noqa: BLE001 - reported to the host, shown on every call
             state = f"{type(exc).__name__}: {exc}"
+        if self.channel is not None and state == "bound":
+            # Before ready: once the host has its answer to the call that started this reader,
+            # the worker finds the channel open for its next call.
+            self._send_channel(encode_frame(0, {"op": "channel"}))
         write_frame(self.fd_out, encode_frame(0, {"op": "ready", "layers": report, "ms": state}))
 
     def serve(self) -> None:
         signal.signal(signal.SIGINT, self._on_sigint)
         while True:
-            message = self.reader.read() or {}
-            if message.get("op") == "shutdown":
-                return
-            request = self.reader.last_id
-            write_frame(self.fd_out, frame_parts(request, self._answer(message)))
+            source = self._next_source()
+            if source is self.reader:
+                message = self._message(self.reader.read_body() or b"")
+                if message.get("op") == "shutdown":
+                    return
+                write_frame(self.fd_out, frame_parts(self.reader.last_id, self._answer(message)))
+            else:
+                self._serve_channel()
+
+    def _next_source(self) -> FrameReader:
+        # The host's pipe first; the worker's channel when it holds a request.
+        channel = self.channel
+        if channel is None or self.reader.buffered():
+            return self.reader
+        if channel.buffered():
+            return channel
+        ready, _, _ = select.select([self.reader.fd, channel.fd], [], [])
+        return self.reader if self.reader.fd in ready else channel
+
+    def _serve_channel(self) -> None:
+        # The worker is untrusted: a frame over the limit, bytes that are not a request, or a
+        # worker gone close the channel (its next calls come through the host); the reader
+        # itself goes on.
+        channel = self.channel
+        if channel is None:
+            return
+        try:
+            message = decode_body(channel.read_body() or b"")
+        except (ProtocolError, WorkerCrashed, OSError):
+            self._close_channel()
+            return
+        self._send_channel(frame_parts(channel.last_id, self._answer(message)))
+
+    def _send_channel(self, frame: bytes | Frame) -> None:
+        if self.channel is None:
+            return
+        try:
+            write_frame(self.channel.fd, frame)
+        except OSError:  # the worker closed its end
+            self._close_channel()
+
+    def _close_channel(self) -> None:
+        if self.channel is not None:
+            hang_up(self.channel.fd)
+            self.channel = None
+
+    def _message(self, body: Body) -> dict[str, Any]:
+        try:
+            return decode_body(body)
+        except ProtocolError as exc:
+            return {"op": "malformed", "error": str(exc)}
 
     def _answer(self, message: dict[str, Any]) -> bytes:
+        call = message.get("call")
+        if message.get("op") != "ms":
+            reason = message.get("error") or f"unknown op {str(message.get('op'))[:40]!r}"
+            return error_reply(call, QueryError(f"the memory reader refused a request: {reason}"))
         if self.surface is None:
-            return error_reply(message.get("call"), RuntimeError("the store is not open"))
+            return error_reply(call, RuntimeError("the store is not open"))
         self._calling = True
+        _set_clock(self.clock, time.monotonic())
         try:
             return answer_call(self.surface, message, limit=self.reply_bytes,
                                memory_hint=self.memory_hint)  # fmt: skip
         except KeyboardInterrupt as exc:  # arrived after the surface call, while encoding
-            return error_reply(message.get("call"), exc)
+            return error_reply(call, exc)
         finally:
+            _set_clock(self.clock, 0.0)
             self._calling = False
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self._calling:
             raise KeyboardInterrupt
+
+
+def _open_clock(fd: int | None) -> mmap.mmap | None:
+    # When the reader's current call started (monotonic seconds; 0.0: none runs), in memory the
+    # host reads: its watch kills a call that runs past its deadline, whichever way it came.
+    if fd is None:
+        return None
+    try:
+        return mmap.mmap(fd, CLOCK.size)
+    finally:
+        os.close(fd)
+
+
+def _set_clock(clock: mmap.mmap | None, value: float) -> None:
+    if clock is not None:
+        CLOCK.pack_into(clock, 0, value)
 
 
 def _memory_hint(limits: Mapping[str, Any]) -> str:
@@ -154,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_host()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     faulthandler.enable()
-    reader = Reader(*pipe_arguments("scrollctx.kernel._reader", argv))
+    reader = Reader(pipe_arguments("scrollctx.kernel._reader", argv))
     try:
         reader.boot()
         reader.serve()

@@ -13,14 +13,27 @@ to do, and the next call starts a fresh reader. A reader that cannot be started 
 same: an error for the call, and another try on the next. Under the strict profile a reader
 whose sandbox layers do not all hold is stopped and every call is refused (fail closed), with
 the opt-out named.
+
+A kernel's reader also takes the far end of its worker's *channel* when it starts (``start``'s
+``channel``), and the worker's later calls go over it, past the host. The deadline then cannot
+be the host's wait for a reply, so a watch (:class:`_ReaderWatch`, a host thread polling every
+:data:`~scrollctx.kernel._quota.POLL_SECONDS`) reads when the reader's running call started from
+memory the two share (the *call clock*) and kills a call past budget plus grace, on either
+path; it also budgets the reader's CPU while no cell runs, as the worker's watch does the
+worker's. A call the channel loses (the reader died, or hung up on what it was sent) comes
+through the host, and gets the error that says what became of the reader. A reader replaced
+after a failure serves that worker through the host: the channel was made with the worker.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import mmap
+import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -28,10 +41,12 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import CellTimeout, ProtocolError, QueryError, UsageError, WorkerCrashed
-from scrollctx.kernel._frames import Body, encode_frame, frame_parts
+from scrollctx.kernel._frames import MAX_FRAME, Body, encode_frame, frame_parts
 from scrollctx.kernel._namespace import namespace_request
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers
 from scrollctx.kernel._process import WorkerProcess, default_python
+from scrollctx.kernel._quota import POLL_SECONDS, cpu_seconds
+from scrollctx.kernel._reader import CLOCK
 from scrollctx.surface import Budgets
 from scrollctx.surface._filters import Binding
 from scrollctx.surface._remote import error_reply
@@ -91,6 +106,8 @@ class MemoryReader:
         python: str | None = None,
         opt_out: str = "",
         on_ready: Callable[[SandboxStatus], None] | None = None,
+        max_request: int = MAX_FRAME,
+        idle_cpu: float | None = None,
     ) -> None:
         self.db_path = db_path
         self.binding = binding
@@ -108,6 +125,15 @@ class MemoryReader:
         self.status: SandboxStatus | None = None
         """The reader's sandbox layers, from its last ``ready`` (None before the first)."""
         self.restarts = 0
+        self.max_request = max_request
+        """The largest request body the reader reads (a kernel's limit of one call's
+        arguments); a larger frame is refused before its body is read."""
+        self.idle_cpu = idle_cpu
+        """CPU seconds the reader may use while no cell runs (None: not watched)."""
+        self.has_channel = False
+        """Whether the running reader serves a worker's direct channel."""
+        self._watch: _ReaderWatch | None = None
+        self._busy = True
         self._scratch: Path | None = None
         self._process: WorkerProcess | None = None
         self._booted_at = 0.0
@@ -119,8 +145,12 @@ class MemoryReader:
         """The running reader's process id."""
         return self._process.pid if self._process else None
 
-    def start(self) -> None:
-        """Start the reader if none runs (returns at once; :meth:`wait_ready` waits)."""
+    def start(self, channel: Callable[[], int | None] | None = None) -> None:
+        """Start the reader if none runs (returns at once; :meth:`wait_ready` waits).
+
+        ``channel`` hands over the reader's end of a worker's direct ``ms`` channel, taken
+        only if a reader is started now.
+        """
         refused = self.status is not None and not self.status.holds  # fail closed, for good
         if self._process is not None or refused:
             return
@@ -128,8 +158,9 @@ class MemoryReader:
             (self.db_path.parent / "payloads").mkdir(exist_ok=True)
         except OSError:
             pass  # a read-only store: the log cannot write payloads there either
+        fd = channel() if channel is not None else None
         try:
-            process = self._spawn()
+            process, clock = self._spawn(fd)
         except (OSError, WorkerCrashed) as exc:  # a failed spawn costs the call, not the run
             self.state = f"the memory reader failed to start: {exc}"
             return
@@ -141,31 +172,61 @@ class MemoryReader:
             "budgets": asdict(self.budgets),
             "limits": self.limits.to_wire(),
             "policy": {**self.policy.to_wire(), "namespaces": process.namespace_facts},
+            "max_request": self.max_request,
         }
         self._booted_at = time.monotonic()
         try:
             process.send(encode_frame(0, boot), self._booted_at + self.limits.boot_timeout)
         except (CellTimeout, WorkerCrashed) as exc:
             process.kill()
+            clock.close()
             self.state = f"the memory reader failed to start: {exc}"
             return
-        self._process, self._ready = process, False
+        self._process, self._ready, self.has_channel = process, False, fd is not None
+        self._watch = _ReaderWatch(process, clock, self.budgets.seconds + self.limits.grace,
+                                   self.idle_cpu, busy=self._busy)  # fmt: skip
 
-    def _spawn(self) -> WorkerProcess:
+    def _spawn(self, channel: int | None) -> tuple[WorkerProcess, mmap.mmap]:
         if self._scratch is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="scroll-reader-"))
         request = namespace_request(self.policy, self.db_path)  # the store's files, read-only
         if request is not None:
             request = replace(request, scratch_size=_SCRATCH_BYTES)
-        process = WorkerProcess(
-            self.python, self._scratch, None, namespaces=request, module=_MODULE
-        )
+        fds = {"clock": os.memfd_create("scroll-reader-clock", os.MFD_CLOEXEC)}
+        if channel is not None:
+            fds["ms"] = channel
+        try:
+            os.ftruncate(fds["clock"], CLOCK.size)
+            clock = mmap.mmap(fds["clock"], CLOCK.size)
+        except OSError:
+            for fd in fds.values():
+                os.close(fd)
+            raise
+        try:
+            process = WorkerProcess(
+                self.python, self._scratch, None, namespaces=request, module=_MODULE, fds=fds
+            )
+        except BaseException:
+            clock.close()
+            raise
         process.reader.max_size = self.limits.reply_bytes + _OVERHEAD
-        return process
+        return process, clock
 
-    def wait_ready(self) -> WorkerProcess | None:
+    def set_busy(self, busy: bool) -> None:
+        """Tell the watch whether a cell runs (the reader's CPU is budgeted between cells, as
+        the worker's is: a thread a cell left could call it over the channel then)."""
+        self._busy = busy
+        if self._watch is not None:
+            self._watch.busy = busy
+
+    def interrupt(self) -> None:
+        """Stop the running call, if any (SIGINT: the reader ignores it between calls)."""
+        if self._process is not None and self._ready:
+            self._process.interrupt()
+
+    def wait_ready(self, channel: Callable[[], int | None] | None = None) -> WorkerProcess | None:
         """Wait for the reader's ``ready`` (starting it if needed); return it if ms works."""
-        self.start()
+        self.start(channel)
         process = self._process
         if process is None or self._ready:
             return process
@@ -208,13 +269,21 @@ class MemoryReader:
             self._stop(process)  # nothing to serve: the store did not open
         return self._ready
 
-    def forward(self, body: Body, call: Any, what: str, until: float | None = None) -> Body:
+    def forward(
+        self,
+        body: Body,
+        call: Any,
+        what: str,
+        until: float | None = None,
+        channel: Callable[[], int | None] | None = None,
+    ) -> Body:
         """Send one call's body; return the reply's body (or an error reply for ``call``).
 
         ``what`` names the call in messages (``ms.search``); ``until`` is the caller's own
         deadline: past it the call is interrupted, and its reply still awaited for ``grace``.
+        ``channel``: as for :meth:`start`.
         """
-        process = self.wait_ready()
+        process = self.wait_ready(channel)
         if process is None:
             unavailable = RuntimeError(f"ms is not available in this kernel: {self.state}")
             return error_reply(call, unavailable)
@@ -225,7 +294,10 @@ class MemoryReader:
             process.send(frame_parts(request, body), deadline)
             reply = self._await(process, request, deadline, until)
         except WorkerCrashed:
-            return error_reply(call, self._died(process, what))
+            if self._watch is not None and self._watch.overdue:
+                reply = None  # the watch killed it past its deadline (a call over the channel)
+            else:
+                return error_reply(call, self._died(process, what))
         except ProtocolError as exc:
             self._stop(process)
             return error_reply(call, QueryError(
@@ -257,6 +329,8 @@ class MemoryReader:
 
     def _died(self, process: WorkerProcess, what: str) -> QueryError:
         exit_text = process.exit_text()
+        if self._watch is not None and self._watch.reason:
+            exit_text += f" by the host, because {self._watch.reason}"
         self._stop(process)
         return QueryError(
             f"the memory reader was killed during {what} ({exit_text}): the query used more "
@@ -275,14 +349,89 @@ class MemoryReader:
     def _stop(self, process: WorkerProcess) -> None:
         process.kill()
         if self._process is process:
-            self._process, self._ready = None, False
+            self._process, self._ready, self.has_channel = None, False, False
             self.restarts += 1
+            self._end_watch()
+
+    def retire(self) -> None:
+        """Stop a reader that serves a channel to a worker that is gone: the next call starts
+        one for the current worker."""
+        if self._process is not None and self.has_channel:
+            self._stop(self._process)
+
+    def _end_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.stop()
+            self._watch = None
 
     def close(self) -> None:
         """Stop the reader and remove its private folder."""
         if self._process is not None:
             self._process.stop()
             self._process = None
+        self._end_watch()
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+
+
+class _ReaderWatch:
+    """Watches one reader from the host, every :data:`~._quota.POLL_SECONDS`.
+
+    Calls reach the reader through the host (which bounds each one) or straight from the worker
+    over its channel, past the host. The reader publishes when its running call started (the
+    shared clock); the watch kills a call that runs past ``limit`` seconds, whichever way it
+    came, as the host's own deadline does for a call it forwards. While no cell runs, it counts
+    the reader's CPU time against ``idle_cpu`` (a thread a cell left running could call it
+    over the channel then), as the worker's watch counts the worker's.
+    """
+
+    def __init__(
+        self,
+        process: WorkerProcess,
+        clock: mmap.mmap,
+        limit: float,
+        idle_cpu: float | None,
+        *,
+        busy: bool,
+    ) -> None:
+        self.busy = busy
+        self.overdue = False
+        """Whether the watch killed the reader for a call past its deadline."""
+        self.reason: str | None = None
+        self._process, self._clock, self._limit, self._idle_cpu = process, clock, limit, idle_cpu
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="scroll-reader-watch",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (the reader has ended or is being replaced)."""
+        self._stop.set()
+
+    def _watch(self) -> None:
+        idle_since: float | None = None
+        try:
+            while not self._stop.wait(POLL_SECONDS):
+                started = CLOCK.unpack_from(self._clock)[0]
+                if started and time.monotonic() - started > self._limit:
+                    self.overdue = True
+                    self._process.signal_kill()
+                    return
+                if self.busy or self._idle_cpu is None:
+                    idle_since = None
+                    continue
+                used = cpu_seconds(self._process.pid)
+                if used is None:
+                    continue
+                if idle_since is None:
+                    idle_since = used
+                elif used - idle_since > self._idle_cpu:
+                    self.reason = (
+                        f"it used {used - idle_since:.1f} s of CPU while no cell was running (over "
+                        f"the {self._idle_cpu:g} s allowed): a thread a cell left kept calling ms"
+                    )
+                    self._process.signal_kill()
+                    return
+        finally:
+            self._clock.close()

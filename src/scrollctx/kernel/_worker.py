@@ -5,9 +5,12 @@ Started by the host as ``python -I -m scrollctx.kernel._worker --fd-in N --fd-ou
 1. read the boot frame (scratch folder, ids, policy, tool descriptions, how ``ms`` is bound);
 2. import everything the session needs while the file system is still open;
 3. apply the sandbox layers and self-test them (:mod:`scrollctx.kernel._sandbox`);
-4. bind ``ms``: a :class:`~scrollctx.surface.RemoteSurface` whose calls cross to the host, which
-   hands them to its memory reader (:mod:`scrollctx.kernel._reader`). The worker holds no path
-   to the store, and its sandbox grants none;
+4. bind ``ms``: a :class:`~scrollctx.surface.RemoteSurface` answered by the kernel's memory
+   reader (:mod:`scrollctx.kernel._reader`): the first call crosses to the host, which starts
+   the reader and hands it the far end of this worker's channel (``--fd-ms``, a socket pair);
+   once the reader says ``channel`` there, calls go over it, past the host, and when it breaks
+   (the reader died or hung up) they go through the host again. The worker holds no path to the
+   store, and its sandbox grants none;
 5. send ``ready`` with each layer's status, start a thread that exits the worker once the host's
    end of the control pipe is gone, then serve ``cell`` frames until ``shutdown``.
 
@@ -30,11 +33,17 @@ import threading
 import weakref
 from typing import Any
 
-from scrollctx.errors import QueryError, WorkerCrashed
+from scrollctx.errors import ProtocolError, QueryError, WorkerCrashed
 from scrollctx.kernel._bridge import ToolCallError, bind_stubs
 from scrollctx.kernel._cell import CellRunner
 from scrollctx.kernel._digest import summarize_namespace
-from scrollctx.kernel._frames import FrameReader, encode_frame, pipe_arguments, write_frame
+from scrollctx.kernel._frames import (
+    FrameReader,
+    encode_frame,
+    hang_up,
+    pipe_arguments,
+    write_frame,
+)
 from scrollctx.kernel._result import cap_error, cap_notes
 from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox, die_with_host
 
@@ -59,9 +68,13 @@ class _NoSurface:
 class Worker:
     """One worker: its control pipe, namespace and bridge state."""
 
-    def __init__(self, fd_in: int, fd_out: int) -> None:
+    def __init__(self, fd_in: int, fd_out: int, fd_ms: int | None = None) -> None:
         self.reader = FrameReader(fd_in, max_size=_FROM_HOST)
         self.fd_out = fd_out
+        self.channel = FrameReader(fd_ms, max_size=_FROM_HOST) if fd_ms is not None else None
+        """The direct ``ms`` channel to this worker's memory reader (None: calls go through
+        the host); usable once the reader has said so (:attr:`channel_live`)."""
+        self.channel_live = False
         self.cell_id: int | None = None
         self.calls = 0
         self.max_input = 256 * 1024
@@ -206,7 +219,51 @@ class Worker:
                     f"{self.max_input:,}-byte limit of one ms call; pass less (a seq span "
                     "ms.expand(lo, hi) instead of a long list, shorter SQL)"
                 )
+            if self._channel_ready():
+                reply = self._over_channel(frame, self.calls)
+                if reply is not None:
+                    return reply
+            # Through the host: the first call (it starts the reader), and every call once the
+            # channel is gone (the reader died, or refused what came over it).
             return self._exchange(frame, "ms_result", self.calls)
+
+    def _channel_ready(self) -> bool:
+        # The reader says "channel" on it once it serves it (after the call that started it).
+        channel = self.channel
+        if channel is None or self.channel_live:
+            return self.channel_live
+        if not (channel.buffered() or select.select([channel.fd], [], [], 0)[0]):
+            return False
+        try:
+            hello = channel.read()
+        except (WorkerCrashed, ProtocolError):
+            hello = None
+        if hello is None or hello.get("op") != "channel":
+            self._drop_channel()
+        else:
+            self.channel_live = True
+        return self.channel_live
+
+    def _over_channel(self, frame: bytes, call: int) -> dict[str, Any] | None:
+        """One ``ms`` call straight to the reader; ``None`` if the channel is gone (the call
+        then goes through the host, which says what became of the reader)."""
+        channel = self.channel
+        if channel is None:
+            return None
+        try:
+            self._write(channel.fd, frame)
+            while True:
+                reply = channel.read()
+                if reply and reply.get("op") == "ms_result" and reply.get("call") == call:
+                    return dict(reply)
+        except (OSError, WorkerCrashed, ProtocolError):
+            self._drop_channel()
+            return None
+
+    def _drop_channel(self) -> None:
+        if self.channel is not None:
+            hang_up(self.channel.fd)
+        self.channel, self.channel_live = None, False
 
     def _memory_cell(self, method: str) -> int:
         # ms is not logged, so a thread an earlier cell left may use it during any cell.
@@ -217,15 +274,18 @@ class Worker:
             )
         return self.cell_id
 
-    def _exchange(self, frame: bytes, op: str, call: int) -> dict[str, Any]:
-        # Replies to calls an interrupt abandoned arrive late and are skipped by their number;
-        # an interrupt is held back while the frame is written, so it never goes out torn
+    def _write(self, fd: int, frame: bytes) -> None:
+        # An interrupt is held back while the frame is written, so it never goes out torn
         # (interrupts reach the main thread only).
         if threading.current_thread() is threading.main_thread():
             with self.runner.deferred_interrupts():
-                write_frame(self.fd_out, frame)
+                write_frame(fd, frame)
         else:
-            write_frame(self.fd_out, frame)
+            write_frame(fd, frame)
+
+    def _exchange(self, frame: bytes, op: str, call: int) -> dict[str, Any]:
+        # Replies to calls an interrupt abandoned arrive late and are skipped by their number.
+        self._write(self.fd_out, frame)
         while True:
             reply = self.reader.read()
             if reply and reply.get("op") == op and reply.get("call") == call:
@@ -267,12 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     die_with_host()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only a running cell may be interrupted
     faulthandler.enable()
-    fd_in, fd_out = pipe_arguments("scrollctx.kernel._worker", argv)
-    worker = Worker(fd_in, fd_out)
+    pipes = pipe_arguments("scrollctx.kernel._worker", argv)
+    worker = Worker(pipes.fd_in, pipes.fd_out, pipes.ms)
     try:
         worker.boot()
         threading.Thread(
-            target=_exit_with_host, args=(fd_in,), name="scroll-host-watch", daemon=True
+            target=_exit_with_host, args=(pipes.fd_in,), name="scroll-host-watch", daemon=True
         ).start()
         worker.serve()
     except WorkerCrashed:
