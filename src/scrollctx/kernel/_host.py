@@ -67,16 +67,15 @@ from scrollctx.surface._remote import error_reply
 __all__ = [
     "Kernel",
     "NAMESPACE_LOST",
+    "OPT_OUT",
 ]
 
 NAMESPACE_LOST = (
     "the worker was restarted, so the namespace was lost: every variable, import and function "
     "from earlier cells is gone; re-create what you need"
 )
-_OPT_OUT = (
-    "opt out explicitly: Kernel(sandbox='best-effort') or 'off' (scroll exec --sandbox "
-    "best-effort|off); the opt-out is logged and shown in every observation"
-)
+OPT_OUT = "Kernel(sandbox='best-effort') or 'off' (scroll exec --sandbox best-effort|off)"
+"""How a refusal tells the caller to opt out, unless the kernel is given its own words."""
 _FRAME_OVERHEAD = 4096
 _MAX_COUNT = 2**63
 
@@ -116,6 +115,9 @@ class Kernel:
             session (50,000 calls; 1 GiB).
         budgets: the per-call time, row and byte budgets of ``ms``; ``reader_limits``: the
             memory reader's own limits (:class:`ReaderLimits`: memory, one value, one reply).
+        opt_out: how whoever runs this kernel opts out of a layer, named in a refusal (a
+            front door names its own flag, e.g. ``scroll mcp --sandbox best-effort``); default
+            :data:`OPT_OUT`.
     """
 
     def __init__(
@@ -141,6 +143,7 @@ class Kernel:
         session_log_bytes: int = 1024**3,
         budgets: Budgets | None = None,
         reader_limits: ReaderLimits | None = None,
+        opt_out: str = OPT_OUT,
     ) -> None:
         if not (timeout > 0 and grace > 0 and boot_timeout > 0):
             raise UsageError(f"timeouts must be positive (timeout={timeout}, grace={grace})")
@@ -167,10 +170,13 @@ class Kernel:
         self.stdout_cap, self.stderr_cap = stdout_cap, stderr_cap
         self.python = python or default_python()
         self.budgets = budgets or Budgets()
+        self.opt_out = (
+            f"opt out explicitly: {opt_out}; the opt-out is logged and shown in every observation"
+        )
         self.reader = (
             MemoryReader(self.db_path, Binding(session_id, task_id, agent_id), policy=self.policy,
                          budgets=self.budgets, limits=reader_limits, python=self.python,
-                         opt_out=f"To read it without them, {_OPT_OUT}",
+                         opt_out=f"To read it without them, {self.opt_out}",
                          on_ready=self._reader_ready, max_request=max_tool_input,
                          idle_cpu=self.policy.limits.idle_cpu
                          if "rlimits" in self.policy.applied else None)
@@ -505,7 +511,7 @@ class Kernel:
         return CellResult(
             error=(
                 f"cell refused: the sandbox profile {self.policy.profile!r} requires layers that "
-                f"do not hold here: {missing}. Nothing ran. To run without them, {_OPT_OUT}. "
+                f"do not hold here: {missing}. Nothing ran. To run without them, {self.opt_out}. "
                 "Run 'scroll kernel doctor' to see which layers this machine offers."
             ),
             refused=True,

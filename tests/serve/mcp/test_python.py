@@ -56,6 +56,7 @@ async def test_the_sandbox_policy_holds_unchanged(store_dir: Path, tmp_path: Pat
         assert refused.is_error and refused.structured_content["refused"]
         assert "Nothing ran" in text(refused) and "ran\n" not in text(refused)
         assert "scroll mcp --sandbox best-effort" in text(refused)
+        assert "scroll exec" not in text(refused)  # that flag is not this server's
         searched = await call(client, "scroll_search", query="anything")  # its reader too
         assert searched.is_error and "sandbox does not hold here: seccomp" in text(searched)
         assert "scroll mcp --sandbox best-effort" in text(searched)

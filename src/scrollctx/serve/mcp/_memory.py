@@ -201,6 +201,10 @@ class Memory:
         return real
 
 
+MCP_OPT_OUT = "the server's operator restarts it with `scroll mcp --sandbox best-effort` (or off)"
+"""How a client's user opts out of a sandbox layer on this server (named in refusals)."""
+
+
 def _opt_out(reader: MemoryReader) -> str:
     refused = reader.status is not None and not reader.status.holds
-    return "; the operator opts out with `scroll mcp --sandbox best-effort`" if refused else ""
+    return f"; to read it anyway, {MCP_OPT_OUT}" if refused else ""

@@ -112,11 +112,6 @@ def _python_result(result: CellResult, session: str | None, capped: float | None
     text = render_observation(result)
     if capped is not None:
         text += f"\n[note] timeout lowered to the server's limit of {capped:g} s"
-    if result.refused:
-        text += (
-            "\n[note] on this server the operator opts out with `scroll mcp --sandbox "
-            "best-effort` (or off); the opt-out is then shown in every result"
-        )
     if result.digest:
         text += "\nvariables:\n" + render_digest(result.digest, result.digest_more)
     if session is not None:

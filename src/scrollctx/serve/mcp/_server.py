@@ -31,7 +31,7 @@ from scrollctx.config import Config
 from scrollctx.errors import IntegrityError, PayloadMissing, ScrollError
 from scrollctx.kernel import Kernel, SandboxPolicy
 from scrollctx.serve._sessions import KernelRegistry
-from scrollctx.serve.mcp._memory import Memory
+from scrollctx.serve.mcp._memory import MCP_OPT_OUT, Memory
 from scrollctx.serve.mcp._python import register_python_tool
 from scrollctx.serve.mcp._resources import package_text, register_resources
 from scrollctx.serve.mcp._tools import WRITE_TOOLS, register_memory_tools
@@ -101,6 +101,7 @@ class Door:
             session_id=name,
             sandbox=self.options.sandbox,
             timeout=self.options.cell_timeout,
+            opt_out=MCP_OPT_OUT,
         )
 
 
