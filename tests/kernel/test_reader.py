@@ -24,6 +24,7 @@ from kernel_helpers import Session, open_session
 
 from scrollctx.errors import QueryError
 from scrollctx.kernel import Kernel, MemoryReader, ReaderLimits, SandboxPolicy
+from scrollctx.kernel._quota import cpu_seconds
 from scrollctx.kernel._reader_host import NOT_STARTED
 from scrollctx.log import EventLog, Kind, NewEvent
 from scrollctx.surface import (
@@ -518,8 +519,14 @@ RemoteSurface(reader.request, Binding("s"), budgets).sql_query({_FOREVER!r})
 """
 
 
-def _running(pid: int) -> bool:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "R"
+def _in_query(pid: int, before: float) -> bool:
+    # Running, and past what its boot and idle wait could have used since it reported ready:
+    # only the endless query burns CPU there (a reader that is merely runnable once, just
+    # after its ready frame, is not in the query yet: killing the host then would test the
+    # control pipe closing, not the death signal).
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    used = cpu_seconds(pid)
+    return state == "R" and used is not None and used - before >= 0.2
 
 
 @pytest.mark.parametrize("sandbox", [("strict",), ("best-effort", "namespaces")])
@@ -535,11 +542,12 @@ def test_a_reader_busy_in_a_query_dies_with_its_killed_host(
     assert host.stdout is not None
     pid = int(host.stdout.readline())
     exited = os.pidfd_open(pid)
+    before = cpu_seconds(pid) or 0.0
     try:
         deadline = time.monotonic() + 30
-        while not (_running(pid) and _running(pid)) and time.monotonic() < deadline:
+        while not _in_query(pid, before) and time.monotonic() < deadline:
             time.sleep(0.05)  # polling the reader's state from outside: it runs the query
-        assert _running(pid), "the reader never started the query"
+        assert _in_query(pid, before), "the reader never started the query"
         host.kill()
         host.wait()
         assert select.select([exited], [], [], 30)[0], "the reader outlived its host"
