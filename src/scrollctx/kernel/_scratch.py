@@ -191,10 +191,13 @@ class ScratchMirror:
                 f"{source.name} holds more than {MAX_ENTRIES:,} files and folders; only the "
                 "first were synced, and no deletion was"
             )
+        gone = set() if cut else set(source.seen) - set(now)
+        changed = sorted(rel for rel, sig in now.items() if source.seen.get(rel, _ABSENT) != sig)
+        if not (changed or gone):
+            return notes  # nothing to copy or delete: the target side need not be walked
         there, _ = _walk(target.root)
-        for rel, sig in sorted(now.items()):
-            if rel in source.seen and source.seen[rel] == sig:
-                continue
+        for rel in changed:
+            sig = now[rel]
             changed_there = rel in target.seen and there.get(rel, _ABSENT) != target.seen[rel]
             if changed_there and host_wins:
                 notes.append(
@@ -205,7 +208,6 @@ class ScratchMirror:
             copied = self._copy(source, target, rel, sig, notes)
             if copied is not False:
                 source.seen[rel], target.seen[rel] = sig, copied
-        gone = set() if cut else set(source.seen) - set(now)
         for rel in sorted(gone, reverse=True):  # what a folder holds before the folder
             self._remove(target, rel, there.get(rel, _ABSENT))
             source.seen.pop(rel, None)
