@@ -15,6 +15,7 @@ import os
 import select
 from pathlib import Path
 
+import pytest
 from kernel_helpers import WORKER, open_session
 
 from scrollctx.kernel import Kernel, Limits, MemoryReader, ReaderLimits, SandboxPolicy
@@ -183,6 +184,24 @@ def test_a_fresh_worker_gets_a_reader_of_its_own(tmp_path: Path) -> None:
         for _ in range(2):
             assert session.kernel.run_cell("print(ms.has_fts5)").stdout == "True\n"
         assert forwarded == ["ms.has_fts5"] and reader.has_channel
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_without_shared_memory_for_the_clock_every_call_goes_through_the_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No memfd (not Linux): no watch could bound a call over the channel, so none is made.
+    monkeypatch.delattr(os, "memfd_create")
+    session = open_session(tmp_path, start_reader=False)
+    try:
+        reader = session.kernel.reader
+        assert reader is not None
+        forwarded = _count_forwards(reader)
+        for _ in range(3):
+            assert session.kernel.run_cell("print(ms.has_fts5)").stdout == "True\n"
+        assert forwarded == ["ms.has_fts5"] * 3 and not reader.has_channel
     finally:
         session.kernel.close()
         session.log.close()

@@ -176,6 +176,8 @@ class WorkerProcess:
         fds: Mapping[str, int] | None = None,
         channel: bool = False,
     ) -> None:
+        # ``fds`` (name -> descriptor, passed as ``--fd-NAME``) become the process's: the host
+        # closes its copies right after the spawn, whether it started or not.
         self.namespace_problem = launch_problem(python) if namespaces is not None else None
         self.namespaced = namespaces is not None and self.namespace_problem is None
         to_read, self._to_worker = os.pipe()

@@ -158,7 +158,9 @@ class MemoryReader:
             (self.db_path.parent / "payloads").mkdir(exist_ok=True)
         except OSError:
             pass  # a read-only store: the log cannot write payloads there either
-        fd = channel() if channel is not None else None
+        # Without shared memory for the call clock no watch could bound a call over the channel:
+        # the worker's calls then all come through the host.
+        fd = channel() if channel is not None and hasattr(os, "memfd_create") else None
         try:
             process, clock = self._spawn(fd)
         except (OSError, WorkerCrashed) as exc:  # a failed spawn costs the call, not the run
@@ -179,35 +181,39 @@ class MemoryReader:
             process.send(encode_frame(0, boot), self._booted_at + self.limits.boot_timeout)
         except (CellTimeout, WorkerCrashed) as exc:
             process.kill()
-            clock.close()
+            if clock is not None:
+                clock.close()
             self.state = f"the memory reader failed to start: {exc}"
             return
         self._process, self._ready, self.has_channel = process, False, fd is not None
         self._watch = _ReaderWatch(process, clock, self.budgets.seconds + self.limits.grace,
                                    self.idle_cpu, busy=self._busy)  # fmt: skip
+        """Bounds a call over the channel (and every other) and the reader's idle CPU."""
 
-    def _spawn(self, channel: int | None) -> tuple[WorkerProcess, mmap.mmap]:
+    def _spawn(self, channel: int | None) -> tuple[WorkerProcess, mmap.mmap | None]:
         if self._scratch is None:
             self._scratch = Path(tempfile.mkdtemp(prefix="scroll-reader-"))
         request = namespace_request(self.policy, self.db_path)  # the store's files, read-only
         if request is not None:
             request = replace(request, scratch_size=_SCRATCH_BYTES)
-        fds = {"clock": os.memfd_create("scroll-reader-clock", os.MFD_CLOEXEC)}
-        if channel is not None:
-            fds["ms"] = channel
+        fds = {} if channel is None else {"ms": channel}
+        clock = None
         try:
-            os.ftruncate(fds["clock"], CLOCK.size)
-            clock = mmap.mmap(fds["clock"], CLOCK.size)
+            if hasattr(os, "memfd_create"):  # Linux
+                fds["clock"] = os.memfd_create("scroll-reader-clock", os.MFD_CLOEXEC)
+                os.ftruncate(fds["clock"], CLOCK.size)
+                clock = mmap.mmap(fds["clock"], CLOCK.size)
         except OSError:
             for fd in fds.values():
                 os.close(fd)
             raise
-        try:
+        try:  # from here the process owns the descriptors: it closes them, started or not
             process = WorkerProcess(
                 self.python, self._scratch, None, namespaces=request, module=_MODULE, fds=fds
             )
         except BaseException:
-            clock.close()
+            if clock is not None:
+                clock.close()
             raise
         process.reader.max_size = self.limits.reply_bytes + _OVERHEAD
         return process, clock
@@ -389,7 +395,7 @@ class _ReaderWatch:
     def __init__(
         self,
         process: WorkerProcess,
-        clock: mmap.mmap,
+        clock: mmap.mmap | None,
         limit: float,
         idle_cpu: float | None,
         *,
@@ -413,7 +419,7 @@ class _ReaderWatch:
         idle_since: float | None = None
         try:
             while not self._stop.wait(POLL_SECONDS):
-                started = CLOCK.unpack_from(self._clock)[0]
+                started = CLOCK.unpack_from(self._clock)[0] if self._clock is not None else 0.0
                 if started and time.monotonic() - started > self._limit:
                     self.overdue = True
                     self._process.signal_kill()
@@ -434,4 +440,5 @@ class _ReaderWatch:
                     self._process.signal_kill()
                     return
         finally:
-            self._clock.close()
+            if self._clock is not None:
+                self._clock.close()
