@@ -138,6 +138,28 @@ def test_the_reader_refuses_a_request_over_the_kernel_s_limit_on_the_channel(
         session.log.close()
 
 
+def test_bytes_that_are_not_a_request_make_the_reader_hang_up_not_crash(tmp_path: Path) -> None:
+    session = open_session(tmp_path)
+    try:
+        reader = session.kernel.reader
+        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+        pid = reader.pid
+        forged = (
+            "from scrollctx.errors import WorkerCrashed\n"
+            "from scrollctx.kernel._frames import HEADER\n"
+            "os.write(w.channel.fd, HEADER.pack(5, 1) + b'nope!')\n"
+            "try:\n    print(w.channel.read_body(time.monotonic() + 10))\n"
+            "except (OSError, WorkerCrashed):\n    print('hung up')\n"
+        )
+        result = session.kernel.run_cell(WORKER + forged)
+        assert result.stdout == "hung up\n", result.error
+        assert reader.pid == pid
+        assert session.kernel.run_cell("print(ms.has_fts5)").stdout == "True\n"
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
 def test_the_host_refuses_an_ms_frame_over_the_kernel_s_limit(tmp_path: Path) -> None:
     # Through the host (the first call), the same frame is under the host's frame limit (a
     # result's allowance) but over the limit of one ms call: forged, so the worker is replaced.

@@ -208,7 +208,8 @@ class Reader:
         call = message.get("call")
         if message.get("op") != "ms":
             reason = message.get("error") or f"unknown op {str(message.get('op'))[:40]!r}"
-            return error_reply(call, QueryError(f"the memory reader refused a request: {reason}"))
+            refused = QueryError(f"the memory reader refused a request: {str(reason)[:200]}")
+            return error_reply(call, refused)
         if self.surface is None:
             return error_reply(call, RuntimeError("the store is not open"))
         self._calling = True

@@ -207,7 +207,8 @@ class Worker:
         raise ToolCallError(str(reply.get("error", f"{name} failed on the host")))
 
     def call_memory(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Send one ``ms`` call to the host and return the reader's reply (the ms transport)."""
+        """Send one ``ms`` call to the memory reader, over the channel or through the host, and
+        return its reply (the ms transport)."""
         method = str(request.get("method"))
         with self._bridge:
             self.calls += 1
@@ -236,7 +237,7 @@ class Worker:
             return False
         try:
             hello = channel.read()
-        except (WorkerCrashed, ProtocolError):
+        except (OSError, WorkerCrashed, ProtocolError):  # the reader hung up or died first
             hello = None
         if hello is None or hello.get("op") != "channel":
             self._drop_channel()
