@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from proxy_helpers import ProxyServer
-from scripted_servers import ScriptedOpenAIServer
+from scripted_servers import ScriptedOpenAIServer, observed
 
 from scrollctx.serve.proxy import RECALL_TOOL
 
@@ -209,6 +209,21 @@ def test_a_reply_with_half_an_emoji_reaches_the_client_and_nan_is_refused_clearl
         message = refused.json()["error"]["message"]
         assert "not JSON" in message and number.decode() in message
     assert len(openai_server.requests) == 1
+
+
+def test_a_client_message_with_half_an_emoji_reaches_the_upstream(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    # The proxy writes the upstream body itself (its faster encoder, the SDK sending the
+    # bytes): the SDK's own encoder refused a lone surrogate, and the request ended in a 500.
+    import httpx2
+
+    openai_server.enqueue_text("Seen.")
+    sent = b'{"model": "m", "messages": [{"role": "user", "content": "half \\ud83d here"}]}'
+    response = httpx2.post(f"{openai_proxy.url}/v1/chat/completions", content=sent)
+    assert response.status_code == 200, response.text
+    (request,) = openai_server.requests
+    assert observed(request.body["messages"][-1]["content"]) == "half \ud83d here"
 
 
 def test_models_are_passed_through(openai_proxy: ProxyServer) -> None:

@@ -33,7 +33,7 @@ from ._retry import RetryPolicy
 from ._types import ChatRequest, Completion, Delta
 
 if TYPE_CHECKING:
-    from ._wire import StreamBuilder, WireStream
+    from ._wire import Encoder, StreamBuilder, WireStream
 
 __all__ = ["Backend", "BackendOptions"]
 
@@ -186,11 +186,13 @@ class Backend(ABC):
         *,
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
+        encode: Encoder | None = None,
     ) -> dict[str, Any]:
         """Send a request body in the provider's wire format; return its JSON answer unchanged.
 
         ``timeout`` caps this request (default: the ``timeout`` option); ``headers`` are sent
-        besides the backend's own.
+        besides the backend's own; ``encode`` writes the body's JSON (default: the SDK's own
+        encoder).
 
         Raises:
             UsageError: the backend has no wire format (``wire`` is None).
@@ -203,6 +205,7 @@ class Backend(ABC):
         *,
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
+        encode: Encoder | None = None,
     ) -> WireStream:
         """Like :meth:`send` with streaming on: each event's JSON as it arrives."""
         raise UsageError(self._no_wire())

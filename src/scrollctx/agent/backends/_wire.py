@@ -5,6 +5,11 @@ backend only fills in what its own requests always carry: model, reply cap, mess
 through the backend's SDK client, error translation and retry policy, and the answer comes back
 as the provider sent it, or as the events of its stream.
 
+The body's JSON is the SDK's own encoding unless the caller passes an ``encode`` (the proxy
+passes its faster one: a 100 KB view took the SDK's standard-library encoder 1-2 ms per
+request); it is sent as those bytes where the SDK takes a request's ``content`` (every SDK
+version of the last year), else as the SDK encodes it.
+
 Invariants: only opening a stream is retried; :meth:`WireStream.close` ends a stream from any
 thread, also one blocked reading it; an answer that is not a JSON object is
 :class:`~scrollctx.errors.BadResponse`.
@@ -12,6 +17,8 @@ thread, also one blocked reading it; an answer that is not a JSON object is
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import socket
 from collections.abc import Callable, Iterator, Mapping
@@ -23,7 +30,10 @@ from scrollctx.errors import BadResponse
 from ._retry import RetryPolicy, call_with_retries
 from ._types import Delta
 
-__all__ = ["StreamBuilder", "WireDoor", "WireStream", "wire_answer"]
+__all__ = ["Encoder", "StreamBuilder", "WireDoor", "WireStream", "wire_answer"]
+
+Encoder = Callable[[Any], bytes]
+"""Writes a request body as UTF-8 JSON."""
 
 
 class StreamBuilder(Protocol):
@@ -94,18 +104,21 @@ class WireDoor:
         *,
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
+        encode: Encoder | None = None,
     ) -> dict[str, Any]:
         """Send a body in the provider's format; return its JSON answer as it sent it.
 
         ``timeout`` caps this request (default: the backend's ``timeout`` option); ``headers``
-        are added to the SDK's own (a client's ``anthropic-beta``, never credentials).
+        are added to the SDK's own (a client's ``anthropic-beta``, never credentials);
+        ``encode`` writes the body (see the module docstring).
         """
         wire, options = self._wire_body(body, stream=False), self._options(timeout, headers)
+        payload = self._payload(wire, encode)
 
         def post() -> dict[str, Any]:
             with self._wire_errors():
                 try:
-                    data = self._client.post(self.wire_path, body=wire, cast_to=object,
+                    data = self._client.post(self.wire_path, **payload, cast_to=object,
                                              options=options)  # fmt: skip
                 except json.JSONDecodeError as exc:
                     raise BadResponse(f"{self.name} answered with invalid JSON ({exc.msg})",
@@ -120,13 +133,15 @@ class WireDoor:
         *,
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
+        encode: Encoder | None = None,
     ) -> WireStream:
         """Like :meth:`send` with streaming on: each event's JSON as it arrives."""
         wire, options = self._wire_body(body, stream=True), self._options(timeout, headers)
+        payload = self._payload(wire, encode)
 
         def open_stream() -> Any:
             with self._wire_errors():
-                return self._client.post(self.wire_path, body=wire, cast_to=object,
+                return self._client.post(self.wire_path, **payload, cast_to=object,
                                          options=options, stream=True,
                                          stream_cls=self._wire_stream_class())  # fmt: skip
 
@@ -137,6 +152,12 @@ class WireDoor:
         with self._wire_errors():
             data = self._client.get(self.models_path, cast_to=object)
         return wire_answer(data, self.name)
+
+    def _payload(self, wire: dict[str, Any], encode: Encoder | None) -> dict[str, Any]:
+        """The body argument of the SDK's ``post``: our bytes where it takes them."""
+        if encode is not None and _takes_content(self._client.post):
+            return {"content": encode(wire)}
+        return {"body": wire}
 
     def _options(self, timeout: float | None, headers: Mapping[str, str] | None) -> dict[str, Any]:
         limit = timeout or float(self.options.timeout)
@@ -150,6 +171,17 @@ class WireDoor:
 
     def _wire_stream_class(self) -> Any:
         raise NotImplementedError
+
+
+def _takes_content(post: Callable[..., Any]) -> bool:
+    """Whether an SDK client's ``post`` sends a request's bytes as given (``content``)."""
+    function = getattr(post, "__func__", post)
+    return _signature_takes(function, "content")
+
+
+@functools.cache
+def _signature_takes(function: Callable[..., Any], name: str) -> bool:
+    return name in inspect.signature(function).parameters
 
 
 def wire_answer(data: Any, backend: str) -> dict[str, Any]:

@@ -133,7 +133,7 @@ class Door:
         def call(upstream: dict[str, Any], timeout: float | None) -> dict[str, Any]:
             if cancelled is not None and cancelled.is_set():
                 raise Disconnected
-            return self.backend.send(upstream, timeout=timeout, headers=passed)
+            return self.backend.send(upstream, timeout=timeout, headers=passed, encode=dumps)
 
         try:
             outcome = self.loop.run(conversation, request, call)
@@ -227,7 +227,7 @@ class Door:
         out.check()  # a client that left during a recall cell costs no further upstream call
         translator.start_answer()
         builder = self.backend.stream_builder()
-        events = self.backend.send_stream(body, timeout=timeout, headers=headers)
+        events = self.backend.send_stream(body, timeout=timeout, headers=headers, encode=dumps)
         try:
             with out.cancelled.watching(events):
                 for event in events:
