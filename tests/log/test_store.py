@@ -7,6 +7,7 @@ server, where search goes through the host's local replica (``store.execute``).
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from store_helpers import Backend, index_matches_the_rows, matches
@@ -125,6 +126,32 @@ def test_a_non_durable_block_commits_without_the_flush_and_only_that_block(
     with store.atomic() as conn:
         assert mode(conn) == "flushed"  # also after a rollback
     assert store.count() == 2
+
+
+def test_flush_puts_the_non_durable_commits_on_disk(
+    store: EventStore, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # SQLite: one fsync of the -wal, which holds every commit since the last checkpoint.
+    # PostgreSQL: the server's WAL is flushed past everything committed before the call.
+    with store.atomic(durable=False):
+        store.append(_turn("a reply that can be written again"))
+    if backend.name == "sqlite":
+        synced: list[str] = []
+        real_fsync = os.fsync
+
+        def fsync(fd: int) -> None:  # observing, not driving
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real_fsync(fd)
+
+        monkeypatch.setattr(os, "fsync", fsync)
+        store.flush()
+        assert synced == [f"{store.path}-wal"]
+        return
+    written = backend.raw("SELECT pg_current_wal_insert_lsn()")[0][0]
+    store.flush()
+    flushed = backend.raw("SELECT pg_current_wal_flush_lsn()")[0][0]
+    assert backend.raw(f"SELECT '{flushed}'::pg_lsn >= '{written}'::pg_lsn")[0][0]
+    assert store.count() == 1  # the flush wrote no event
 
 
 def test_last_seq_inside_atomic_is_the_high_water_mark_of_the_write(store: EventStore) -> None:

@@ -21,7 +21,8 @@ Other invariants:
 
 - Durability: every connection runs with ``synchronous_commit = on``; an append returns after
   its COMMIT, so an acknowledged event survives the server's crash (a block run as
-  ``atomic(durable=False)``: once the next durable commit or the WAL writer flushed it).
+  ``atomic(durable=False)``: once the next durable commit, :meth:`flush` or the WAL writer
+  flushed it).
 - No seq is consumed by a duplicate: dedup keys are looked up under the head lock, where no
   other writer can add one, and repeats get the seq of the first (a rolled-back batch consumes
   none either: the head is transactional).
@@ -317,6 +318,15 @@ class PostgresEventStore:
                 if is_connection_loss(exc):
                     raise translate(exc, self.where, "write") from exc
                 raise
+
+    def flush(self) -> None:
+        """Make every transaction committed so far durable, ``atomic(durable=False)`` ones too.
+
+        A durable commit that locks the log's head row and writes nothing else: the lock is
+        a WAL record, so the commit waits for the WAL flush up to it, past every commit before
+        it (a transaction that wrote no WAL would commit without waiting).
+        """
+        self._commit("flush", lambda conn: None)
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ Invariants:
 - An append returns only after its transaction committed (``synchronous=FULL`` in WAL mode), so
   a killed process loses nothing it was told was written, and a batch is all-or-nothing. A
   block run as ``atomic(durable=False)`` skips that commit's fsync: still committed (a killed
-  process loses nothing), on disk with the next durable commit.
+  process loses nothing), on disk with the next durable commit or :meth:`EventLog.flush`.
 - ``seq`` is assigned by the database and never reused; rows are never updated or deleted
   (triggers refuse it).
 - Appends carrying a ``dedup_key`` are idempotent per ``(session_id, dedup_key)``: a repeat
@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -249,6 +250,39 @@ class EventLog:
         may lose them. For what can be had again, never for what a caller must keep.
         """
         return self._atomic("write") if durable else self._unflushed()
+
+    def flush(self) -> None:
+        """Make every transaction committed so far durable, ``atomic(durable=False)`` ones too.
+
+        One fsync of the ``-wal``, which holds every commit since the last checkpoint (a
+        checkpoint fsyncs what it copies into the database). The log's lock is held only to
+        find the file, not while the disk works: this thread's or others' writes go on
+        meanwhile (a commit that ends during the flush may or may not be covered by it).
+        Commit without the flush, then flush while doing other work, and a commit is on disk
+        sooner than a durable commit would have made the caller wait.
+
+        Raises:
+            StoreError: the disk refused the flush (what was committed stays committed).
+        """
+        with self._lock:
+            self._keep_wal()  # a -wal deleted under us: its commits are copied back (fsynced)
+            if self._wal_id is None:
+                return  # no -wal: nothing was committed into one
+            try:
+                handle = os.open(self._wal_path, os.O_RDONLY)
+            except FileNotFoundError:
+                return  # checkpointed and removed meanwhile: on disk in the database
+            found = os.fstat(handle)
+            if (found.st_dev, found.st_ino) != self._wal_id:  # deleted since: copy it back
+                os.close(handle)
+                self._keep_wal()
+                return
+        try:
+            os.fsync(handle)
+        except OSError as exc:
+            raise StoreError(f"could not flush {self._wal_path} to disk: {exc}") from exc
+        finally:
+            os.close(handle)
 
     @contextmanager
     def _unflushed(self) -> Iterator[sqlite3.Connection]:

@@ -64,24 +64,35 @@ def test_a_client_resending_everything_appends_only_what_is_new(
     assert len([e for e in events if e.kind == "model_turn"]) == 6
 
 
-def _transactions(statements: list[str]) -> list[tuple[str, str]]:
-    """The write transactions a trace of the log's connection shows: (its rows, ``flushed`` or
-    ``unflushed``), in commit order."""
+def _transactions(trace: list[str]) -> list[tuple[int, str, str]]:
+    """The write transactions a trace of the log's connection shows: (where its COMMIT is in
+    the trace, its rows, ``flushed`` or ``unflushed``), in commit order."""
     done, rows, mode = [], "", "flushed"
-    for sql in statements:
+    for at, sql in enumerate(trace):
         if sql.startswith("PRAGMA synchronous = "):
             mode = "unflushed" if sql.endswith("NORMAL") else "flushed"
         elif sql.startswith("INSERT INTO conversation_history ("):
             rows += sql
         elif sql == "COMMIT":
-            done.append((rows, mode))
+            done.append((at, rows, mode))
             rows = ""
     return done
 
 
-def test_the_clients_messages_are_flushed_in_one_commit_and_the_reply_after_without_one(
-    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_clients_messages_are_on_disk_before_the_upstream_has_them_and_the_reply_after(
+    openai_server: ScriptedOpenAIServer,
+    openai_proxy: ProxyServer,
+    monkeypatch: pytest.MonkeyPatch,
+    stream: bool,
 ) -> None:
+    # The messages commit without a flush of their own; a helper thread fsyncs the -wal while
+    # the upstream body is built, and the upstream is called only once that fsync returned.
+    # The fsync below holds on (up to a second) until the upstream is called: should the
+    # door call it before the flush returned, "upstream" lands before "flushed" in the trace.
+    import os
+    import threading
+
     client = openai_proxy.openai()
     history: list[dict[str, Any]] = [{"role": "user", "content": "First question."}]
     openai_server.enqueue_text("First answer.")
@@ -89,20 +100,44 @@ def test_the_clients_messages_are_flushed_in_one_commit_and_the_reply_after_with
                                                              messages=history)  # fmt: skip
     history.append(first.parse().choices[0].message.model_dump(exclude_none=True))
     openai_proxy.events(first.headers["x-scroll-session"])  # its reply is logged: settled
-    statements: list[str] = []
-    openai_proxy.log._conn.set_trace_callback(statements.append)  # observing, not driving
+    trace: list[str] = []
+    called = threading.Event()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:  # observing the flush, as the trace observes the SQL
+        trace.append("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+        called.wait(timeout=1.0)
+        trace.append("flushed")
+
+    def answer(request: Any) -> Any:
+        trace.append("upstream")
+        called.set()
+        return ScriptedOpenAIServer.text_reply("Uniquely worded reply.")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    openai_proxy.log._conn.set_trace_callback(trace.append)
     history += [{"role": "user", "content": "Uniquely first note."},
                 {"role": "user", "content": "Uniquely second note."}]  # fmt: skip
-    openai_server.enqueue_text("Uniquely worded reply.")
-    raw = client.chat.completions.with_raw_response.create(model="scripted-model",
-                                                           messages=history)  # fmt: skip
-    openai_proxy.events(raw.headers["x-scroll-session"])  # settled: the reply is logged
-    commits = _transactions(statements)
+    openai_server.enqueue(answer)
+    raw = client.chat.completions.with_raw_response.create(
+        model="scripted-model", messages=history, stream=stream
+    )
+    session = raw.headers["x-scroll-session"]
+    if stream:
+        assert "Uniquely worded reply." in "".join(
+            chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices
+        )
+    openai_proxy.events(session)  # settled: the reply is logged
+    commits = _transactions(trace)
     assert len(commits) == 2, commits
-    (client_rows, client_mode), (reply_rows, reply_mode) = commits
+    (client_at, client_rows, client_mode), (reply_at, reply_rows, reply_mode) = commits
     assert "Uniquely first note." in client_rows and "Uniquely second note." in client_rows
-    assert client_mode == "flushed"  # before upstream: nothing the client sent is lost
-    assert "Uniquely worded reply." in reply_rows and reply_mode == "unflushed"
+    flushes = [at for at, line in enumerate(trace) if line.startswith("fsync ")]
+    assert [trace[at].endswith("history.db-wal") for at in flushes] == [True]  # one, the -wal
+    assert client_at < flushes[0] < trace.index("flushed") < trace.index("upstream") < reply_at
+    assert client_mode == "unflushed" == reply_mode  # the one flush on the path is the fsync
+    assert "Uniquely worded reply." in reply_rows
     assert "Uniquely" not in reply_rows.replace("Uniquely worded reply.", "")
 
 

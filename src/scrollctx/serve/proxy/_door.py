@@ -10,7 +10,8 @@ Failure is visible, never silent, and loses nothing already logged:
 - a body that cannot be served: 400 with a message naming the field, nothing logged;
 - an upstream error: the upstream's own status and body, its ``Retry-After`` passed on; an
   upstream that cannot be reached, timed out or answered nonsense: 502 saying which;
-- a store error: 503 with its message (nothing of the request was logged);
+- a store error: 503 with its message (nothing of the request was logged, or, when only the
+  flush of its messages failed, they are logged and the upstream was not called);
 - a view that cannot fit the window even after eviction: 400 ``context_length_exceeded``.
 
 Of the client's headers only :data:`FORWARDED_HEADERS` reach the upstream. Every answer carries
@@ -40,7 +41,7 @@ from scrollctx.errors import (
     UsageError,
 )
 from scrollctx.serve.proxy._anthropic_stream import AnthropicStream
-from scrollctx.serve.proxy._conversations import Conversation, Conversations
+from scrollctx.serve.proxy._conversations import Admission, Conversation, Conversations
 from scrollctx.serve.proxy._json import dumps
 from scrollctx.serve.proxy._openai_stream import OpenAIStream
 from scrollctx.serve.proxy._recall import RECALL_TOOL, Outcome, RecallLoop
@@ -133,6 +134,7 @@ class Door:
         def call(upstream: dict[str, Any], timeout: float | None) -> dict[str, Any]:
             if cancelled is not None and cancelled.is_set():
                 raise Disconnected
+            admitted.wait_durable()  # nothing the client sent is lost once upstream has it
             return self.backend.send(upstream, timeout=timeout, headers=passed, encode=dumps)
 
         try:
@@ -195,7 +197,9 @@ class Door:
             outcome = self.loop.run(
                 conversation,
                 request,
-                lambda upstream, timeout: self._relay(upstream, timeout, passed, translator, out),
+                lambda upstream, timeout: self._relay(
+                    admitted, upstream, timeout, passed, translator, out
+                ),
                 reply=lambda _: translator.reply(),
             )
             out.send(translator.finish(outcome.usage, outcome.extension(conversation.session_id)))
@@ -217,6 +221,7 @@ class Door:
 
     def _relay(
         self,
+        admitted: Admission,
         body: dict[str, Any],
         timeout: float | None,
         headers: Mapping[str, str],
@@ -225,6 +230,7 @@ class Door:
     ) -> dict[str, Any]:
         """One streamed upstream call: its events translated to the client as they come."""
         out.check()  # a client that left during a recall cell costs no further upstream call
+        admitted.wait_durable()  # nothing the client sent is lost once upstream has it
         translator.start_answer()
         builder = self.backend.stream_builder()
         events = self.backend.send_stream(body, timeout=timeout, headers=headers, encode=dumps)

@@ -158,8 +158,10 @@ class Proxy:
             return context
 
     def close(self) -> None:
-        """Stop every kernel (no worker is left), then close the upstream client."""
+        """Stop every kernel (no worker is left), finish the flushes under way, then close
+        the upstream client."""
         self.kernels.close_all()
+        self.conversations.close()
         self.backend.close()
 
     def _kernel(self, name: str) -> Kernel:

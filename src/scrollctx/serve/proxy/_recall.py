@@ -23,8 +23,9 @@ Steps, once the request's new messages are logged (:mod:`._conversations`):
    (:attr:`Outcome.settle`); should that write fail, the client's next request still carries
    the reply, and it is logged then.
 
-Durability: the client's messages were committed with a disk flush before step 1 (they are
-what nothing may lose). What the loop writes (index events, answers, recall results) is
+Durability: the client's messages were committed before step 1, and their flush to disk
+runs meanwhile; ``call`` waits for it before the upstream sees anything (they are what nothing
+may lose). What the loop writes (index events, answers, recall results) is
 committed at once, visible to every reader and safe from a killed proxy, but without a flush
 of its own (``atomic(durable=False)``): it reaches the disk with the next request's flush (or
 the OS's write-back), so the one flush on a request's path is its own messages'. Only an OS
