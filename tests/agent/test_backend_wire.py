@@ -53,6 +53,31 @@ def test_openai_send_passes_the_body_through_and_returns_the_answer_as_sent(
     assert sent == {**body, "max_tokens": 4096}  # only the missing reply cap was added
 
 
+def test_openai_send_writes_the_body_with_the_callers_encoder_and_shapes_only_what_needs_it(
+    openai_server: ScriptedOpenAIServer, openai_wire: Backend
+) -> None:
+    # A message already in the wire's shape goes as it is (no copy per message per request);
+    # one with a null content or a key no server takes is shaped as complete() shapes it.
+    encoded: list[bytes] = []
+
+    def encode(body: object) -> bytes:
+        encoded.append(json.dumps(body, separators=(",", ":")).encode())
+        return encoded[-1]
+
+    openai_server.enqueue_text("ok")
+    plain = {"role": "user", "content": "x"}
+    calling = {"role": "assistant", "content": None, "reasoning_content": "r",
+               "tool_calls": [{"id": "c1", "type": "function",
+                               "function": {"name": "f", "arguments": "{}"}}]}  # fmt: skip
+    openai_wire.send({"messages": [plain, calling]}, encode=encode)
+    (sent,) = openai_server.requests
+    assert json.loads(encoded[0]) == sent.body  # the upstream got our bytes
+    assert sent.body["messages"] == [
+        plain,
+        {"role": "assistant", "content": "", "tool_calls": calling["tool_calls"]},
+    ]
+
+
 def test_openai_send_adds_the_model_only_when_the_body_names_none(
     openai_server: ScriptedOpenAIServer, openai_wire: Backend
 ) -> None:

@@ -58,6 +58,7 @@ DEFAULT_MAX_TOKENS = 4096
 """The reply cap sent when none is configured (the agent derives a smaller one from its budget)."""
 _OPENAI_API_HOST = "api.openai.com"
 _WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+_WIRE_KEY_SET = frozenset(_WIRE_KEYS)
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 
 
@@ -312,6 +313,10 @@ def to_openai_messages(
 
 
 def _wire_message(message: Message, *, send_reasoning: bool) -> dict[str, Any]:
+    """The message with wire keys only and ``content`` never null; one already so is returned
+    as it is, not copied (a proxy's 300-message view was copied on every request)."""
+    if message.keys() <= _WIRE_KEY_SET and message.get("content") is not None:
+        return message  # type: ignore[return-value]
     wire = {key: message[key] for key in _WIRE_KEYS if key in message}  # type: ignore[literal-required]
     if wire.get("content") is None:
         # Beside tool calls too: llama-cpp-python's server answers `null` with HTTP 500 (its
