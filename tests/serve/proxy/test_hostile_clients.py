@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from proxy_helpers import ProxyServer
+from proxy_helpers import ProxyServer, openai_text, prompt_tokens
 from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
 
 from scrollctx.serve.proxy import RECALL_TOOL, ViewSettings
@@ -106,6 +106,28 @@ def test_a_request_of_too_many_messages_is_refused_before_any_is_digested(
     assert response.status_code == 400
     assert "takes at most 100,000 in one request" in response.json()["error"]["message"]
     assert openai_proxy.log.count() == 0 and openai_server.requests == []
+
+
+def test_a_first_request_many_times_the_window_is_evicted_as_it_is_added(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer
+) -> None:
+    # 600 messages in one request, 12 times the window: evicted in one span, they became one
+    # index block of 300 lines, itself larger than the window ("does not fit", a 400). Added
+    # and evicted as they come, they roll up as a conversation sent turn by turn would.
+    history: list[dict[str, Any]] = []
+    for turn in range(300):
+        history += [{"role": "user", "content": f"note {turn}: the river ran slow past the mill"},
+                    {"role": "assistant", "content": f"Noted {turn}."}]  # fmt: skip
+    history.append({"role": "user", "content": "What was the first note?"})
+    openai_server.enqueue(openai_text("The river."))
+    response = _post(openai_proxy, "/v1/chat/completions", json={"model": "m", "messages": history})
+    assert response.status_code == 200, response.text
+    (upstream,) = openai_server.requests
+    assert prompt_tokens(upstream) <= 3_000
+    assert upstream.body["messages"][-1]["content"].startswith("What was the first note?")
+    session = response.headers["x-scroll-session"]
+    logged = [e for e in openai_proxy.events(session) if e.kind in ("user_message", "model_turn")]
+    assert len(logged) == len(history) + 1  # every message, and the reply
 
 
 def test_a_streamed_request_refused_at_once_ends_its_worker_quietly(

@@ -23,7 +23,9 @@ Matching a request (dictionary lookups only, no log read):
 4. If nothing matches, it starts a new conversation.
 
 Only the new messages are checked in detail (:meth:`~._wire.Wire.check`): the logged ones
-were checked when they were new. A request's new messages are committed in one transaction
+were checked when they were new. New messages that push the view past its window while they
+are added (a client's first request of thousands) are evicted as they come, in the same
+transaction. A request's new messages are committed in one transaction
 without a flush of its own, and flushed to disk on a helper thread
 (:meth:`~scrollctx.log.EventStore.flush`) while the request goes on to build the upstream
 body; :meth:`Admission.wait_durable` returns once they are on disk, and the door calls the
@@ -48,7 +50,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from scrollctx.errors import UsageError
+from scrollctx.errors import ContextOverflow, UsageError
 from scrollctx.log import EventStore, Kind, NewEvent
 from scrollctx.serve.proxy._wire import ClientRequest, Wire, chain_digest, fields
 from scrollctx.view import WorkingView, branch_view
@@ -320,13 +322,17 @@ class Conversations:
     ) -> int:
         view = self.view(conversation, budget)
         new = request.messages[start:]
+        for at, message in enumerate(new, start=start + 1):
+            wire.check(message, request.offset + at - 1)
         added = []
         try:
-            for at, message in enumerate(new, start=start + 1):
-                wire.check(message, request.offset + at - 1)
-                marks = {"metadata": {PROXY_KEY: {"at": at, "chain": chain[at]}}}
-                added.append(view.add(dict(message), provider=conversation.wire, fields=marks))
             with self.log.atomic(durable=False):  # flushed by admit, on a helper thread
+                for at, message in enumerate(new, start=start + 1):
+                    marks = {"metadata": {PROXY_KEY: {"at": at, "chain": chain[at]}}}
+                    turns = view.add(dict(message), provider=conversation.wire, fields=marks)
+                    added.append(turns)
+                    if view.tokens > view.budget_tokens:
+                        _evict_as_added(view)
                 view.persist()
         except BaseException:
             conversation.view = None  # the pending turns must go: rebuilt from the log
@@ -445,6 +451,20 @@ class Conversations:
         self._sessions[session_id] = conversation
         if conversation.tip == 0:
             self._nodes.setdefault(conversation.tip_digest, (session_id, 0))
+
+
+def _evict_as_added(view: WorkingView) -> None:
+    """Algorithm 1 on a view that the new messages of one request have pushed past its window.
+
+    As if the client had sent them over several requests: evicted all at once, thousands of
+    messages became one index block (one line per exchange), itself larger than the window.
+    Should even this not fit, the request's own Algorithm 1, once every message is added,
+    says so (``context_length_exceeded``, its messages logged).
+    """
+    try:
+        view.ensure_budget()
+    except ContextOverflow:
+        pass
 
 
 def _fixed(budget: int | None) -> Callable[[object], int]:
