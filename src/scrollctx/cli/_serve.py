@@ -127,6 +127,20 @@ _APIS = ("openai", "anthropic")
     show_default=True,
     help="api-key: the client's key also separates sessions.",
 )
+@click.option(
+    "--max-body-mb",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="The largest request body read, in MiB (413 past it).",
+)
+@click.option(
+    "--max-requests",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Requests served at once (503 with Retry-After past it).",
+)
 @kernel_pool_options("conversation")
 @sandbox_options("Recall kernel")
 @token_options("SCROLL_SERVE_TOKEN")
@@ -146,6 +160,8 @@ def serve_command(
     timeout: float,
     upstream_retries: int,
     session_key: str,
+    max_body_mb: int,
+    max_requests: int,
     idle_timeout: float,
     max_kernels: int,
     sandbox: SandboxPolicy,
@@ -171,6 +187,8 @@ def serve_command(
         port=port,
         token=token,
         session_key=session_key,
+        max_body=max_body_mb * 1024 * 1024,
+        max_requests=max_requests,
         idle_timeout=idle_timeout,
         max_kernels=max_kernels,
     )

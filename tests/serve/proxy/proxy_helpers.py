@@ -31,11 +31,12 @@ class ProxyServer:
         view = settings.pop("view", ViewSettings(BUDGET, tail_groups=1, keep_results=1))
         limits = settings.pop("limits", RecallLimits(max_steps=4, max_seconds=30, cell_timeout=20))
         token = settings.pop("token", None)
+        bounds = {key: settings.pop(key) for key in ("max_body", "max_requests") if key in settings}
         self.proxy = Proxy(self.log, backend, view=view, limits=limits, sandbox=SandboxPolicy(),
                            label=label, **settings)  # fmt: skip
         listener = listen("127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{listener.getsockname()[1]}"
-        app = build_app(self.proxy, token=token)
+        app = build_app(self.proxy, token=token, **bounds)
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
         self.thread = threading.Thread(
             target=self.server.run, kwargs={"sockets": [listener]}, daemon=True

@@ -130,6 +130,72 @@ def test_a_first_request_many_times_the_window_is_evicted_as_it_is_added(
     assert len(logged) == len(history) + 1  # every message, and the reply
 
 
+def test_a_body_past_the_bound_is_a_413_saying_so_and_nothing_of_it_is_logged(
+    openai_server: ScriptedOpenAIServer, start_proxy: Any
+) -> None:
+    # Declared too large (Content-Length): refused before a byte is read, so a client that
+    # declares 10 GB and sends none of it is answered at once. Sent chunked (no length):
+    # refused once what was read passes the bound, the rest never held.
+    import socket
+
+    proxy = start_proxy(openai_server, max_body=64 * 1024)
+    host, port = proxy.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as declared:
+        declared.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 10000000000\r\n\r\n"
+        )
+        assert declared.recv(4096).startswith(b"HTTP/1.1 413 ")
+    big = json.dumps({"model": "m", "messages": QUESTION * 5_000}).encode()  # 220 KB
+
+    def pieces() -> Any:
+        for at in range(0, len(big), 16 * 1024):
+            yield big[at : at + 16 * 1024]
+
+    for sent in (big, pieces()):
+        response = _post(proxy, "/v1/chat/completions", content=sent,
+                         headers={"Content-Type": "application/json"})  # fmt: skip
+        assert response.status_code == 413
+        message = response.json()["error"]["message"]
+        assert "exceeds 65,536 bytes" in message and "--max-body-mb" in message
+    assert proxy.log.count() == 0 and openai_server.requests == []
+    openai_server.enqueue_text("Here.")
+    assert _post(proxy, "/v1/chat/completions",
+                 json={"model": "m", "messages": QUESTION}).status_code == 200  # fmt: skip
+
+
+def test_a_request_past_the_limit_of_requests_at_once_is_a_503_with_retry_after(
+    openai_server: ScriptedOpenAIServer, start_proxy: Any
+) -> None:
+    import threading
+
+    proxy = start_proxy(openai_server, max_requests=1)
+    upstream_has_it, release = threading.Event(), threading.Event()
+
+    def slow(request: Any) -> Any:
+        upstream_has_it.set()
+        release.wait(timeout=30)
+        return ScriptedOpenAIServer.text_reply("At last.")
+
+    openai_server.enqueue(slow)
+    first: list[httpx2.Response] = []
+    asking = threading.Thread(target=lambda: first.append(_post(
+        proxy, "/v1/chat/completions", json={"model": "m", "messages": QUESTION})))  # fmt: skip
+    asking.start()
+    assert upstream_has_it.wait(timeout=30)
+    other = [{"role": "user", "content": "Me too?"}]
+    refused = _post(proxy, "/v1/chat/completions", json={"model": "m", "messages": other})
+    release.set()
+    asking.join(timeout=30)
+    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert "answering 1 requests already (--max-requests)" in refused.json()["error"]["message"]
+    assert first[0].status_code == 200
+    assert "Me too?" not in [e.content for e in proxy.log.events_after(0, 100)]
+    openai_server.enqueue_text("Now.")
+    again = _post(proxy, "/v1/chat/completions", json={"model": "m", "messages": other})
+    assert again.status_code == 200
+
+
 def test_a_streamed_request_refused_at_once_ends_its_worker_quietly(
     openai_proxy: ProxyServer,
 ) -> None:

@@ -8,8 +8,12 @@ before the next upstream event and closes the upstream response; before the firs
 without a stream (a recall cell running), no further upstream call is made. What was logged
 stays.
 
-Request bodies are read up to ``max_body`` bytes (413 past it) and must be JSON (400; nesting
-deeper than the decoder takes is a 400 too).
+Request bodies are read up to ``max_body`` bytes (413 past it, at once when the declared
+``Content-Length`` says so) and must be JSON (400; nesting deeper than the decoder takes is a
+400 too). At most ``max_requests`` requests are served at once (a stream counts until it ends);
+one more gets 503 with ``Retry-After`` before its body is read. Together they bound what
+clients can make the proxy hold: ``max_requests`` bodies of ``max_body`` bytes, each about 20
+times its size once decoded (JSON of many small objects).
 """
 
 from __future__ import annotations
@@ -42,12 +46,19 @@ from scrollctx.serve.proxy._door import (
 from scrollctx.serve.proxy._json import loads
 from scrollctx.serve.proxy._proxy import WIRES, Proxy
 
-__all__ = ["MAX_BODY", "build_app"]
+__all__ = ["MAX_BODY", "MAX_REQUESTS", "build_app"]
 
 MAX_BODY = 64 * 1024 * 1024
+MAX_REQUESTS = 32
 
 
-def build_app(proxy: Proxy, *, token: str | None = None, max_body: int = MAX_BODY) -> Any:
+def build_app(
+    proxy: Proxy,
+    *,
+    token: str | None = None,
+    max_body: int = MAX_BODY,
+    max_requests: int = MAX_REQUESTS,
+) -> Any:
     """The ASGI app of ``scroll serve`` (behind the token guard when a token is set)."""
 
     async def chat(request: Request) -> Response:
@@ -66,7 +77,33 @@ def build_app(proxy: Proxy, *, token: str | None = None, max_body: int = MAX_BOD
             Route("/v1/models", models, methods=["GET"]),
         ]
     )
-    return TokenGuard(app, token, also=("x-api-key",))
+    return TokenGuard(_Bounded(app, proxy, max_requests), token, also=("x-api-key",))
+
+
+class _Bounded:
+    """ASGI middleware: at most ``limit`` requests at once; one more gets 503 at once."""
+
+    def __init__(self, app: Any, proxy: Proxy, limit: int) -> None:
+        self.app, self.proxy, self.limit = app, proxy, limit
+        self.busy = 0  # only the event loop's thread counts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.busy >= self.limit:
+            message = (f"scroll serve is answering {self.limit} requests already "
+                       "(--max-requests); retry shortly")  # fmt: skip
+            door = self.proxy.door
+            headers = {**door.headers, "Retry-After": "1"}
+            reply = Reply.json(503, door.wire.error_body(503, message), headers)
+            await _response(reply)(scope, receive, send)
+            return
+        self.busy += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.busy -= 1
 
 
 async def _serve(proxy: Proxy, wire: str, request: Request, max_body: int) -> Response:
@@ -96,15 +133,23 @@ async def _watch_disconnect(receive: Receive, cancelled: Cancellation) -> None:
 
 
 async def _read_json(request: Request, max_body: int, door: Door) -> Any:
+    too_large = Reply.json(
+        413,
+        door.wire.error_body(
+            413,
+            f"the request body exceeds {max_body:,} bytes, the most scroll serve reads "
+            "(--max-body-mb); nothing of it was logged",
+        ),
+        door.headers,
+    )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_body:
+        return too_large  # not a byte read
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > max_body:
-            return Reply.json(
-                413,
-                door.wire.error_body(413, f"the request body exceeds {max_body:,} bytes"),
-                door.headers,
-            )
+            return too_large
         chunks.append(chunk)
     try:
         return loads(b"".join(chunks))

@@ -18,7 +18,7 @@ from scrollctx.config import Config
 from scrollctx.kernel import SandboxPolicy
 from scrollctx.log import open_store
 from scrollctx.serve._network import check_bind, listen
-from scrollctx.serve.proxy._app import MAX_BODY, build_app
+from scrollctx.serve.proxy._app import MAX_BODY, MAX_REQUESTS, build_app
 from scrollctx.serve.proxy._conversations import ViewSettings
 from scrollctx.serve.proxy._proxy import Proxy, sandbox_label
 from scrollctx.serve.proxy._recall import RecallLimits
@@ -38,6 +38,7 @@ class ServeOptions:
     token: str | None = None
     session_key: str = "header"
     max_body: int = MAX_BODY
+    max_requests: int = MAX_REQUESTS
     idle_timeout: float = 900.0
     max_kernels: int = 8
 
@@ -80,7 +81,8 @@ def serve_proxy(
         listener = listen(options.host, options.port)
         shown = f"[{options.host}]" if ":" in options.host else options.host
         on_ready(f"http://{shown}:{listener.getsockname()[1]}", label)
-        app = build_app(proxy, token=options.token, max_body=options.max_body)
+        app = build_app(proxy, token=options.token, max_body=options.max_body,
+                        max_requests=options.max_requests)  # fmt: skip
         served = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
         uvicorn.Server(served).run(sockets=[listener])
     finally:
