@@ -79,17 +79,20 @@ def _transactions(trace: list[str]) -> list[tuple[int, str, str]]:
     return done
 
 
-@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("evicting", [False, True], ids=["in-place", "evicting"])
 def test_the_clients_messages_are_on_disk_before_the_upstream_has_them_and_the_reply_after(
     openai_server: ScriptedOpenAIServer,
     openai_proxy: ProxyServer,
     monkeypatch: pytest.MonkeyPatch,
     stream: bool,
+    evicting: bool,
 ) -> None:
-    # The messages commit without a flush of their own; a helper thread fsyncs the -wal while
-    # the upstream body is built, and the upstream is called only once that fsync returned.
-    # The fsync below holds on (up to a second) until the upstream is called: should the
-    # door call it before the flush returned, "upstream" lands before "flushed" in the trace.
+    # The messages commit without a flush of their own and the -wal is fsynced before the
+    # upstream is called: on the request's thread, or (a request whose view Algorithm 1 must
+    # shrink first) on a helper thread meanwhile. The fsync below holds on (up to a second)
+    # until the upstream is called: should the door call it before the flush returned,
+    # "upstream" lands before "flushed" in the trace.
     import os
     import threading
 
@@ -105,7 +108,9 @@ def test_the_clients_messages_are_on_disk_before_the_upstream_has_them_and_the_r
     real_fsync = os.fsync
 
     def fsync(fd: int) -> None:  # observing the flush, as the trace observes the SQL
-        trace.append("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
+        trace.append(
+            f"fsync in {threading.current_thread().name}: {os.readlink(f'/proc/self/fd/{fd}')}"
+        )
         real_fsync(fd)
         called.wait(timeout=1.0)
         trace.append("flushed")
@@ -117,7 +122,8 @@ def test_the_clients_messages_are_on_disk_before_the_upstream_has_them_and_the_r
 
     monkeypatch.setattr(os, "fsync", fsync)
     openai_proxy.log._conn.set_trace_callback(trace.append)
-    history += [{"role": "user", "content": "Uniquely first note."},
+    long = " and the river ran on" * 1000 if evicting else ""  # past rho * C, under C
+    history += [{"role": "user", "content": "Uniquely first note." + long},
                 {"role": "user", "content": "Uniquely second note."}]  # fmt: skip
     openai_server.enqueue(answer)
     raw = client.chat.completions.with_raw_response.create(
@@ -130,15 +136,20 @@ def test_the_clients_messages_are_on_disk_before_the_upstream_has_them_and_the_r
         )
     openai_proxy.events(session)  # settled: the reply is logged
     commits = _transactions(trace)
-    assert len(commits) == 2, commits
-    (client_at, client_rows, client_mode), (reply_at, reply_rows, reply_mode) = commits
+    assert len(commits) == (3 if evicting else 2), commits  # evicting: the index event's too
+    (client_at, client_rows, _), (reply_at, reply_rows, _) = commits[0], commits[-1]
     assert "Uniquely first note." in client_rows and "Uniquely second note." in client_rows
-    flushes = [at for at, line in enumerate(trace) if line.startswith("fsync ")]
-    assert [trace[at].endswith("history.db-wal") for at in flushes] == [True]  # one, the -wal
-    assert client_at < flushes[0] < trace.index("flushed") < trace.index("upstream") < reply_at
-    assert client_mode == "unflushed" == reply_mode  # the one flush on the path is the fsync
+    # (a long message is also a payload file, fsynced as it is written, before its row)
+    flushes = [at for at, line in enumerate(trace) if line.endswith("history.db-wal")]
+    assert len(flushes) == 1
+    assert ("scroll-serve-flush" in trace[flushes[0]]) is evicting  # the helper thread's
+    flushed = trace.index("flushed", flushes[0])
+    assert client_at < flushes[0] < flushed < trace.index("upstream") < reply_at
+    assert {mode for _, _, mode in commits} == {"unflushed"}  # the one flush is the fsync
     assert "Uniquely worded reply." in reply_rows
     assert "Uniquely" not in reply_rows.replace("Uniquely worded reply.", "")
+    if evicting:
+        assert "eviction_index" in commits[1][1]
 
 
 def test_identical_openings_with_different_session_headers_stay_apart(
