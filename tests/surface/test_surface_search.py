@@ -266,6 +266,8 @@ def test_k_above_the_row_budget_is_capped_with_a_note(store_path: Path) -> None:
     with open_surface(store_path, budgets=Budgets(rows=2)) as ms:
         rows = ms.search("car OR tolls OR pamela", k=50)
         assert len(rows) == 2 and rows.partial and "row budget" in rows.notes[0]
+        at_budget = ms.search("car OR tolls OR pamela", k=2)  # k equal to the budget: no cap
+        assert len(at_budget) == 2 and not at_budget.partial and at_budget.notes == []
 
 
 def test_byte_budget_cut_is_partial(store_path: Path) -> None:
@@ -301,6 +303,28 @@ def test_like_fallback_finds_and_broadens(like_store: Path) -> None:
         assert ms.search("100%_done", k=3) == []
 
 
+def test_like_mode_ignores_punctuation_at_a_words_edge_as_fts5_does(
+    store_path: Path, like_store: Path
+) -> None:
+    for path in (store_path, like_store):
+        with open_surface(path) as ms:
+            rows = ms.search("vendor.", k=5)
+            assert {r["seq"] for r in rows} == {1, 2, 13}, path
+            assert not any(r["broadened"] for r in rows), path  # the strict pass found them
+            hit = ms.search("(Marseille,", k=1)[0]
+            assert hit["seq"] == 12 and "«Marseille»" in hit["snippet"], path
+
+
+def test_like_snippet_of_a_headline_match_is_the_start_of_the_content(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    with EventLog.open(path, fts5=False) as log:
+        log.append(
+            NewEvent(session_id="s", kind="model_turn", content="plain words", headline="zephyr")
+        )
+    with open_surface(path) as ms:
+        assert ms.search("zephyr", k=1)[0]["snippet"] == "plain words"
+
+
 def test_like_snippet_centres_on_the_match(like_store: Path) -> None:
     with open_surface(like_store) as ms:
         hit = ms.search("Marseille", k=1)[0]
@@ -330,6 +354,7 @@ def test_explicit_operators_keep_strict_hits_first(ranking_store: Path) -> None:
     with open_surface(ranking_store) as ms:
         rows = ms.search("alpha AND zeta", k=3)
         assert [(r["seq"], r["broadened"]) for r in rows[:2]] == [(1, False), (2, True)]
+        assert len(rows) == 3  # the broadened rows fill k, and no more
 
 
 def test_strict_hits_are_never_dropped_by_the_merge(ranking_store: Path) -> None:
