@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kernel_helpers import Session
+from kernel_helpers import Session, lookup
 
 from scrollctx.errors import UsageError
 from scrollctx.kernel import CellResult, DigestEntry, Kernel, render_digest, render_observation
@@ -148,6 +148,50 @@ def test_bad_arguments_are_usage_errors(shared: Session, tmp_path: Path) -> None
         Kernel(shared.log.path, scratch=shared.log.path.parent)
     with pytest.raises(UsageError, match="must not write"):
         Kernel(scratch="/")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"timeout": 0}, "timeouts must be positive"),
+        ({"grace": 0}, "timeouts must be positive"),
+        ({"boot_timeout": 0}, "timeouts must be positive"),
+        ({"stdout_cap": 0}, "output caps must be positive"),
+        ({"stderr_cap": 0}, "output caps must be positive"),
+        ({"max_tool_calls": -1}, "tool-call limits must be positive"),
+        ({"session_tool_calls": -1}, "tool-call limits must be positive"),
+        ({"max_tool_input": 0}, "tool-call limits must be positive"),
+        ({"session_log_bytes": 0}, "tool-call limits must be positive"),
+        ({"session_id": ""}, "non-empty session_id"),
+    ],
+)
+def test_a_limit_out_of_range_is_refused_before_a_worker_starts(
+    tmp_path: Path, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        Kernel(scratch=tmp_path, **options)  # type: ignore[arg-type]
+
+
+def test_the_smallest_limits_are_accepted(tmp_path: Path) -> None:
+    # No tool call at all (per cell or per session) is a limit, not a mistake; caps and
+    # sizes start at one.
+    kernel = Kernel(
+        scratch=tmp_path,
+        stderr_cap=1,
+        max_tool_calls=0,
+        max_tool_input=1,
+        session_tool_calls=0,
+        session_log_bytes=1,
+    )
+    assert (kernel.max_tool_calls, kernel.session_tool_calls) == (0, 0)
+    kernel.close()
+    with Kernel(scratch=tmp_path, stdout_cap=1, max_tool_calls=0, tools=[lookup]) as kernel:
+        result = kernel.run_cell(
+            "print('ab')\ntry:\n    lookup('x')\nexcept ToolCallError as e:\n    refused = str(e)"
+        )
+        assert (result.stdout, result.stdout_hidden) == ("a", 2)
+        said = "this cell already made 0 tool calls"
+        assert kernel.run_cell(f"print(int(refused.startswith({said!r})))").stdout == "1"
 
 
 def test_undecodable_text_and_huge_errors_do_not_cost_the_namespace(shared: Session) -> None:
