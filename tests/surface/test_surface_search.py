@@ -325,6 +325,23 @@ def test_like_snippet_of_a_headline_match_is_the_start_of_the_content(tmp_path: 
         assert ms.search("zephyr", k=1)[0]["snippet"] == "plain words"
 
 
+def test_like_snippet_is_200_characters_a_third_of_them_before_the_match(tmp_path: Path) -> None:
+    text = " ".join(f"w{i:04d}" for i in range(100))  # word i starts at character 6 * i
+    path = tmp_path / "history.db"
+    with EventLog.open(path, fts5=False) as log:
+        log.append(NewEvent(session_id="s", kind="conversation", content=text))
+
+    def snippet(word: str) -> str:
+        with open_surface(path) as ms:
+            shown = ms.search(word, k=1)[0]["snippet"]
+        assert f"«{word}»" in shown
+        return str(shown).replace("«", "").replace("»", "")
+
+    assert snippet("w0050") == "…" + text[300 - 66 : 300 - 66 + 200] + "…"
+    assert snippet("w0001") == text[:200] + "…"  # no room before: the window starts at 0
+    assert snippet("w0095") == "…" + text[570 - 66 :]  # it reaches the end: no ellipsis
+
+
 def test_like_snippet_centres_on_the_match(like_store: Path) -> None:
     with open_surface(like_store) as ms:
         hit = ms.search("Marseille", k=1)[0]
