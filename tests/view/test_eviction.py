@@ -324,10 +324,12 @@ def test_settings_are_validated(view_log: EventLog) -> None:
     for bad, message in (
         ({"budget_tokens": 0}, r"budget_tokens must be positive, got 0"),
         ({"budget_tokens": 10, "rho": 0}, r"rho must be in \(0, 1\], got 0"),
+        ({"budget_tokens": 10, "rho": 1.01}, r"rho must be in \(0, 1\], got 1.01"),
         ({"budget_tokens": 10, "k": 2}, r"k must be at least 3"),
     ):
         with pytest.raises(UsageError, match=message):
             WorkingView(view_log, "s", **bad)
+    assert WorkingView(view_log, "s", budget_tokens=10, rho=1).target == 10
     with pytest.raises(UsageError, match="a working view needs a non-empty session_id"):
         WorkingView(view_log, "", budget_tokens=10)
 

@@ -80,6 +80,28 @@ def test_the_promised_tail_stays_even_when_that_overflows_the_window(
     assert all(seq in live and not live[seq].folded for seq in tail)
 
 
+def test_a_view_that_can_shrink_to_exactly_the_window_does_not_overflow(
+    view_log: EventLog,
+) -> None:
+    # Eviction brings the view down to the part it may not touch; when that part needs
+    # exactly budget_tokens it fits (the window is "at most"), one token less overflows.
+    view = WorkingView(view_log, "s", "", budget_tokens=100_000, tail_groups=2, keep_results=0)
+    session = Session(view)
+    session.user(5)
+    for size in (250, 500, 500):
+        session.tools([size])
+    session.persist()
+    kept = {"rho": 0.5, "tail_groups": 2, "keep_results": 0}
+    with pytest.raises(ContextOverflow) as overflow:
+        WorkingView.restore(view_log, "s", "", budget_tokens=1000, **kept).ensure_budget()
+    floor = overflow.value.tokens
+
+    exactly = WorkingView.restore(view_log, "s", "", budget_tokens=floor, **kept)
+    assert exactly.ensure_budget().tokens_after == floor
+    with pytest.raises(ContextOverflow):
+        WorkingView.restore(view_log, "s", "", budget_tokens=floor - 1, **kept).ensure_budget()
+
+
 def test_a_call_still_awaiting_a_result_keeps_its_group_live(view_log: EventLog) -> None:
     view = WorkingView(view_log, "s", "", budget_tokens=1200, tail_groups=0, keep_results=0)
     view.append({"role": "user", "content": text_of(5, 1)})

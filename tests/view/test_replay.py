@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from view_session import Session
 
-from scrollctx.log import EventLog
-from scrollctx.view import WorkingView, live_seqs
+from scrollctx.log import EventLog, NewEvent
+from scrollctx.view import WorkingView, call_seqs, index_events, live_seqs
 
 SYSTEM = "You are a test agent."
 BUDGET = 1500
@@ -81,6 +81,20 @@ def test_restore_before_a_calls_answer_rebuilds_exactly_what_that_call_sent(
         assert folded == {t.seq for t in view.turns if t.folded}
 
 
+def test_a_sessions_calls_and_index_events_are_read_back_from_the_log(view_log: EventLog) -> None:
+    calls = _drive(view_log)
+    assert call_seqs(view_log, "s1") == [call.seq for call in calls]
+    events = index_events(view_log, "s1")
+    assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
+    evictions = [e["evictions"] for e in events]
+    assert evictions == sorted(evictions)
+    assert (evictions[-1], events[-1]["folds"]) == (calls[-1].evictions, calls[-1].folds)
+    last = calls[-1].seq
+    assert live_seqs(view_log, "s1", before_seq=last) == live_seqs(
+        view_log, "s1", before_seq=last, with_index=True
+    )  # the index is the default, as in WorkingView
+
+
 def test_replay_yields_every_call_as_it_was_sent(view_log: EventLog) -> None:
     calls = _drive(view_log)
     digests = {call.seq: call.digest for call in calls}
@@ -95,6 +109,24 @@ def test_replay_yields_every_call_as_it_was_sent(view_log: EventLog) -> None:
     histories = [s.history_tokens for s in snapshots]
     assert histories == sorted(histories) and histories[-1] > 3 * max(s.tokens for s in snapshots)
     assert all(s.tokens <= s.history_tokens for s in snapshots)
+
+
+def test_replay_reads_a_long_log_page_by_page_without_missing_a_seq(view_log: EventLog) -> None:
+    # replay reads the log a window of 2000 seqs at a time: a call answered at seq 2000, the
+    # edge of the first window, is one of the calls it yields.
+    view_log.append_many(
+        NewEvent(session_id="other", kind="conversation", content=f"filler {i}")
+        for i in range(1998)
+    )
+    view = WorkingView(view_log, "s1", SYSTEM, budget_tokens=BUDGET)
+    for n in range(3):
+        view.append({"role": "user", "content": f"question {n}"})
+        view.append({"role": "assistant", "content": f"answer {n}"})
+    view.persist()
+    answers = call_seqs(view_log, "s1")
+    assert answers == [2000, 2002, 2004]
+    replayed = WorkingView.replay(view_log, "s1", SYSTEM, budget_tokens=BUDGET)
+    assert [snapshot.seq for snapshot in replayed] == answers
 
 
 def test_restore_without_before_seq_is_the_view_after_the_last_event(view_log: EventLog) -> None:
