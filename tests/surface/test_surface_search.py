@@ -10,6 +10,7 @@ from surface_helpers import write_store
 from scrollctx.errors import QueryError
 from scrollctx.log import EventLog, NewEvent
 from scrollctx.surface import Budgets, MemorySurface, ResultRows, open_surface
+from scrollctx.surface._rows import row_bytes
 
 
 def _seqs(rows: ResultRows) -> list[int]:
@@ -275,6 +276,19 @@ def test_byte_budget_cut_is_partial(store_path: Path) -> None:
         rows = ms.search("car OR tolls OR pamela", k=10, chars=None)
         assert rows.partial and "byte budget" in rows.notes[-1]
         assert 0 < len(rows) < 7
+
+
+def test_a_result_of_exactly_the_byte_budget_is_whole(store_path: Path) -> None:
+    query = {"query": "car OR tolls OR pamela", "k": 5, "chars": None}
+    with open_surface(store_path) as ms:
+        whole = ms.search(**query)
+    size = sum(row_bytes(row) for row in whole)  # what the byte budget counts
+    with open_surface(store_path, budgets=Budgets(bytes=size)) as ms:
+        exactly = ms.search(**query)
+        assert _seqs(exactly) == _seqs(whole) and not exactly.partial
+    with open_surface(store_path, budgets=Budgets(bytes=size - 1)) as ms:
+        short = ms.search(**query)
+        assert short.partial and _seqs(short) == _seqs(whole)[:-1]
 
 
 # -- no FTS5 ------------------------------------------------------------------------------------
