@@ -22,7 +22,7 @@ from view_session import (
 
 from scrollctx.errors import ContextOverflow, StoreError, UsageError
 from scrollctx.log import EventLog, NewEvent
-from scrollctx.view import INDEX_KIND, WorkingView, load_index
+from scrollctx.view import INDEX_KIND, WorkingView, live_seqs, load_index
 from scrollctx.view._stored import STORED_AT, unpack
 from scrollctx.view._working import STATE_KIND
 
@@ -376,7 +376,36 @@ def test_a_malformed_index_event_is_an_integrity_error(view_log: EventLog) -> No
     view_log.append(NewEvent(session_id="s", kind=INDEX_KIND, metadata={"k": 4}))
     with pytest.raises(IntegrityError, match="eviction index at seq 2 is malformed"):
         WorkingView.restore(view_log, "s", budget_tokens=5000)
+    with pytest.raises(IntegrityError, match="eviction index at seq 2 is malformed"):
+        live_seqs(view_log, "s", before_seq=3)  # KeyError inside: no view_state, no tiers
     assert view_log.count() == 2
+
+
+def test_an_index_event_with_a_bad_view_state_is_an_integrity_error(view_log: EventLog) -> None:
+    from scrollctx.errors import IntegrityError
+
+    view = WorkingView(view_log, "s", "", budget_tokens=5000)
+    view.append({"role": "user", "content": "hello"})
+    view.persist()
+    state = {"live_from": "one", "pinned": [], "folded": []}  # a ValueError inside
+    view_log.append(NewEvent(session_id="s", kind=INDEX_KIND, metadata=view.index.to_data(state)))
+    for read in (
+        lambda: WorkingView.restore(view_log, "s", budget_tokens=5000),
+        lambda: live_seqs(view_log, "s", before_seq=3),
+    ):
+        with pytest.raises(IntegrityError, match="eviction index at seq 2 is malformed"):
+            read()
+
+
+def test_counters_an_index_event_lacks_restore_as_zero(view_log: EventLog) -> None:
+    # An index written by an older version, or handed over, may lack a counter.
+    view = WorkingView(view_log, "s", "", budget_tokens=5000)
+    view.append({"role": "user", "content": "hello"})
+    view.persist()
+    data = view.index.to_data({"live_from": 1, "pinned": [], "folded": []}) | {"counters": {}}
+    view_log.append(NewEvent(session_id="s", kind=INDEX_KIND, metadata=data))
+    metrics = WorkingView.restore(view_log, "s", budget_tokens=5000).metrics
+    assert (metrics.evictions, metrics.rollups, metrics.folds, metrics.evicted_turns) == (0,) * 4
 
 
 def _anchors(view: WorkingView) -> dict[int, str]:
