@@ -136,3 +136,7 @@ def test_restore_without_before_seq_is_the_view_after_the_last_event(view_log: E
         view_log, "s1", SYSTEM, before_seq=view_log.last_seq() + 1, budget_tokens=BUDGET
     )
     assert json.dumps(latest.build().messages) == json.dumps(beyond.build().messages)
+    named = WorkingView.restore(
+        log=view_log, session_id="s1", system_prompt=SYSTEM, budget_tokens=BUDGET
+    )  # every argument by name, as the constructor takes them
+    assert json.dumps(named.build().messages) == json.dumps(latest.build().messages)
