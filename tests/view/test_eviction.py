@@ -548,6 +548,31 @@ def test_index_events_store_each_block_once_and_restore_exactly(view_log: EventL
     _restored_equals(view, view_log)
 
 
+def test_folding_alone_writes_an_index_event_without_blocks(view_log: EventLog) -> None:
+    from scrollctx.view import index_events
+
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
+    session = Session(view)
+    session.user(5)
+    session.tools([400])
+    session.reply(10)
+    session.user(5)
+    session.persist()
+    loose = {"rho": 1.0, "tail_groups": 0, "keep_results": 0}
+    budget = view.tokens - 50  # the one tool result's stub saves far more than 50 tokens
+    report = WorkingView.restore(view_log, "s", budget_tokens=budget, **loose).ensure_budget()
+    assert report.folded and not report.evicted and report.index_seq is not None
+    event = view_log.get(report.index_seq)
+    assert event.kind == INDEX_KIND and not event.searchable  # never a search hit
+    (listed,) = index_events(view_log, "s")
+    assert (listed["seq"], listed["blocks"], listed["evictions"], listed["folds"]) == (
+        report.index_seq,
+        0,
+        0,
+        1,
+    )
+
+
 def test_an_index_reference_that_does_not_resolve_is_an_integrity_error(
     view_log: EventLog,
 ) -> None:
@@ -555,10 +580,12 @@ def test_an_index_reference_that_does_not_resolve_is_an_integrity_error(
 
     view, _ = _long_session(view_log, 30, budget_tokens=4000, k=3)
     data = view.index_data()
-    data["tiers"][0]["blocks"][0] = {STORED_AT: [1, 0, 0]}  # seq 1 is a user message
-    seq = view_log.append(NewEvent(session_id="long", kind=INDEX_KIND, metadata=data))
-    with pytest.raises(IntegrityError, match=f"eviction index at seq {seq} is malformed"):
-        WorkingView.restore(view_log, "long", budget_tokens=4000)
+    whole = view_log.append(NewEvent(session_id="other", kind=INDEX_KIND, metadata=data))
+    for target in (1, whole):  # a user message; another session's index, which holds it
+        data["tiers"][0]["blocks"][0] = {STORED_AT: [target, 0, 0]}
+        seq = view_log.append(NewEvent(session_id="long", kind=INDEX_KIND, metadata=data))
+        with pytest.raises(IntegrityError, match=f"eviction index at seq {seq} is malformed"):
+            WorkingView.restore(view_log, "long", budget_tokens=4000)
 
 
 def test_without_an_index_the_view_evicts_the_same_way_and_shows_no_index(
