@@ -102,6 +102,24 @@ def test_a_view_that_can_shrink_to_exactly_the_window_does_not_overflow(
         WorkingView.restore(view_log, "s", "", budget_tokens=floor - 1, **kept).ensure_budget()
 
 
+def test_a_region_cut_mid_exchange_gives_up_only_what_it_must(view_log: EventLog) -> None:
+    # The protected tail starts inside the first exchange (its last tool group and the new
+    # request), so no group before it ends an exchange: eviction may then end mid-exchange,
+    # and when the long request alone makes the view fit, only the request leaves.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
+    session = Session(view)
+    session.user(300)
+    for _ in range(3):
+        session.tools([5])
+    session.user(5)
+    session.persist()
+    first = view.turns[0].seq
+    kept = {"rho": 1.0, "tail_groups": 2, "keep_results": 0}
+    view = WorkingView.restore(view_log, "s", "", budget_tokens=view.tokens - 5, **kept)
+    report = view.ensure_budget()
+    assert report.evicted == [(first, first)] and report.evicted_turns == 1
+
+
 def test_a_call_still_awaiting_a_result_keeps_its_group_live(view_log: EventLog) -> None:
     view = WorkingView(view_log, "s", "", budget_tokens=1200, tail_groups=0, keep_results=0)
     view.append({"role": "user", "content": text_of(5, 1)})
