@@ -152,6 +152,14 @@ def test_k_must_be_positive(ms: MemorySurface) -> None:
             ms.search("tolls", k=bad)  # type: ignore[arg-type]
 
 
+def test_chars_must_be_a_non_negative_integer_or_none(ms: MemorySurface) -> None:
+    for bad in (-1, "300", 2.5, True):
+        message = f"chars must be a non-negative integer or None; got {bad!r}$"
+        with pytest.raises(QueryError, match=message):
+            ms.search("tolls", chars=bad)  # type: ignore[arg-type]
+    assert ms.search("tolls", k=1, chars=0)[0]["content"] is not None  # zero is allowed
+
+
 # -- filters ------------------------------------------------------------------------------------
 
 

@@ -22,7 +22,7 @@ from view_session import (
 
 from scrollctx.errors import ContextOverflow, StoreError, UsageError
 from scrollctx.log import EventLog, NewEvent
-from scrollctx.view import INDEX_KIND, WorkingView, live_seqs, load_index
+from scrollctx.view import INDEX_KIND, TokenCounter, WorkingView, live_seqs, load_index
 from scrollctx.view._stored import STORED_AT, unpack
 from scrollctx.view._working import STATE_KIND
 
@@ -292,6 +292,40 @@ def test_no_eviction_when_persisting_fails(fast_dir: Path) -> None:
             session.tools([300])
         with pytest.raises(ContextOverflow, match="but the window is 2000"):
             view.ensure_budget()
+
+
+def test_a_crash_while_planning_rolls_the_persisted_turns_back_to_pending(
+    view_log: EventLog,
+) -> None:
+    # ensure_budget persists the new turns and plans in one transaction: an exception in
+    # between (here the tokenizer; an interrupt alike) takes both back, and the turns stay
+    # pending with no seq, to be written by the next call.
+    broken = {"now": False}
+
+    def encode(text: str) -> list[int]:
+        if broken["now"]:
+            raise RuntimeError("tokenizer crashed")
+        return [len(word) for word in text.split()]
+
+    view = WorkingView(
+        view_log, "s", "", budget_tokens=600, tail_groups=0, keep_results=0,
+        counter=TokenCounter(encode),
+    )  # fmt: skip
+    session = Session(view)
+    for _ in range(3):
+        session.user(5)
+        session.tools([300])
+        session.reply(5)
+    broken["now"] = True
+    with pytest.raises(RuntimeError, match="tokenizer crashed"):
+        view.ensure_budget()
+    assert view_log.count() == 0 and all(t.seq is None for t in view.turns)
+    broken["now"] = False
+    assert view.ensure_budget().changed
+    assert view_log.count() > len(view.turns) and all(t.seq is not None for t in view.turns)
+    assert {t.seq for t in WorkingView.restore(view_log, "s", budget_tokens=600).turns} == {
+        t.seq for t in view.turns
+    }
 
 
 def test_index_write_failure_leaves_the_view_unchanged(fast_dir: Path) -> None:

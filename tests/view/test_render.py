@@ -178,6 +178,16 @@ def test_anthropic_body_starts_with_a_user_message(view_log: EventLog) -> None:
     assert "trip: dict 3 keys" in last["content"][-1]["text"]
 
 
+def test_clearing_the_digest_gives_its_tokens_back(view_log: EventLog) -> None:
+    view = _view(view_log)
+    view.append({"role": "user", "content": "Plan a trip."})
+    without = view.tokens
+    view.set_digest("trip: dict 3 keys")
+    assert view.tokens > without
+    view.set_digest("")
+    assert view.tokens == without == view.build("openai").tokens
+
+
 def test_tool_results_and_a_user_interjection_merge_results_first(view_log: EventLog) -> None:
     view = _view(view_log)
     for message in OPENAI_TURNS[:4]:
