@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from kernel_helpers import Session, lookup
+from kernel_helpers import WORKER, Session, lookup
 
 from scrollctx.errors import UsageError
 from scrollctx.kernel import CellResult, DigestEntry, Kernel, render_digest, render_observation
+from scrollctx.kernel._frames import MAX_FRAME
 
 
 def test_variables_imports_and_functions_persist(shared: Session) -> None:
@@ -192,6 +193,28 @@ def test_the_smallest_limits_are_accepted(tmp_path: Path) -> None:
         assert (result.stdout, result.stdout_hidden) == ("a", 2)
         said = "this cell already made 0 tool calls"
         assert kernel.run_cell(f"print(int(refused.startswith({said!r})))").stdout == "1"
+
+
+def test_a_cell_may_be_a_quarter_of_a_frame_and_no_larger(shared: Session) -> None:
+    most = MAX_FRAME // 4  # characters: each may take four bytes in the frame
+    assert shared.kernel.run_cell("#" * (most - 9) + "\nprint(1)").stdout == "1\n"
+    with pytest.raises(UsageError, match=f"too large \\(at most {most:,}\\)"):
+        shared.kernel.run_cell("#" * (most + 1))
+
+
+def test_without_an_event_log_ms_is_unbound_and_a_forged_call_is_answered(
+    tmp_path: Path,
+) -> None:
+    with Kernel(scratch=tmp_path / "scratch") as kernel:
+        assert kernel.ms_state == "no Event Log bound (the kernel was started without one)"
+        forged = WORKER + (
+            "os.write(w.fd_out, frame({'op': 'ms', 'call': 7, 'method': 'search', "
+            "'args': ['x'], 'kwargs': {}}))\nanswer = w.reader.read()\n"
+            "print(answer['call'], answer['ok'], 'ms is not available' in str(answer))"
+        )
+        result = kernel.run_cell(forged)
+        assert result.stdout == "7 False True\n", result.error
+        assert kernel.run_cell("print('still here')").stdout == "still here\n"
 
 
 def test_undecodable_text_and_huge_errors_do_not_cost_the_namespace(shared: Session) -> None:
