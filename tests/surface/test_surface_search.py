@@ -364,6 +364,14 @@ def test_like_snippet_is_200_characters_a_third_of_them_before_the_match(tmp_pat
     assert snippet("w0095") == "…" + text[570 - 66 :]  # it reaches the end: no ellipsis
 
 
+def test_like_snippet_marks_the_longer_of_two_overlapping_words_whole(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    with EventLog.open(path, fts5=False) as log:
+        log.append(NewEvent(session_id="s", kind="conversation", content="the carpool car"))
+    with open_surface(path) as ms:
+        assert ms.search("car carpool", k=1)[0]["snippet"] == "the «carpool» «car»"
+
+
 def test_like_snippet_centres_on_the_match(like_store: Path) -> None:
     with open_surface(like_store) as ms:
         hit = ms.search("Marseille", k=1)[0]

@@ -598,6 +598,7 @@ def test_folding_alone_writes_an_index_event_without_blocks(view_log: EventLog) 
     assert report.folded and not report.evicted and report.index_seq is not None
     event = view_log.get(report.index_seq)
     assert event.kind == INDEX_KIND and not event.searchable  # never a search hit
+    assert event.content == "eviction index: 0 evictions, 0 blocks"  # what the inspector lists
     (listed,) = index_events(view_log, "s")
     assert (listed["seq"], listed["blocks"], listed["evictions"], listed["folds"]) == (
         report.index_seq,
