@@ -171,6 +171,7 @@ class Mutant:
     before: str
     after: str
     outcome: str  # killed | survived | incompetent
+    job: str = field(default="", compare=False)  # the session's job id
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -315,13 +316,32 @@ def cosmic_ray(tool: str = "cosmic-ray") -> str:
     return str(Path(sys.executable).parent / tool)
 
 
-def run_module(module: str, resume: bool, rerun_survivors: bool = False) -> Score:
-    """Mutate one module in its copy, run its tests per mutant, and score it."""
+def run_module(
+    module: str, resume: bool, rerun_survivors: bool = False, survivors_only: bool = False
+) -> Score:
+    """Mutate one module in its copy, run its tests per mutant, and score it.
+
+    ``survivors_only`` (with ``rerun_survivors``): the mutants a stopped run never reached stay
+    pending, for a later ``--resume``; only the survivors run again.
+    """
     root = WORK / slug(module)
     session = root / "session.sqlite"
-    if rerun_survivors:
-        forget_survivors(root, module)
-    elif not (resume and session.is_file()):
+    if session.is_file():
+        undefer(session)  # what an interrupted --survivors-only left marked
+    deferred = defer_pending(session) if rerun_survivors and survivors_only else False
+    try:
+        if rerun_survivors:
+            forget_survivors(root, module)
+        run_session(module, root, session, resume, rerun_survivors)
+    finally:
+        if deferred:
+            undefer(session)
+    return score(module)
+
+
+def run_session(module: str, root: Path, session: Path, resume: bool, rerun: bool) -> None:
+    """Make the session unless it is resumed or rerun, then run what is pending in it."""
+    if not rerun and not (resume and session.is_file()):
         root = prepare(module)
         seconds = baseline(root, module)
         config = write_config(root, module, 3 * seconds + 30)
@@ -337,7 +357,28 @@ def run_module(module: str, resume: bool, rerun_survivors: bool = False) -> Scor
             [cosmic_ray(), "exec", root / "cosmic-ray.toml", session],
             cwd=root / "repo", check=True, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-    return score(module)
+
+
+DEFERRED = "not run yet: deferred by --survivors-only"
+
+
+def defer_pending(session: Path) -> bool:
+    """Mark every mutant not run yet as skipped (:data:`DEFERRED`), so exec passes it by."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.pending_work_items:
+            db.set_result(
+                item.job_id, WorkResult(output=DEFERRED, worker_outcome=WorkerOutcome.SKIPPED)
+            )
+    return True
+
+
+def undefer(session: Path) -> None:
+    """Make the deferred mutants pending again."""
+    with sqlite3.connect(session) as db:
+        db.execute("DELETE FROM work_results WHERE output = ?", (DEFERRED,))
 
 
 def skip_annotations(session: Path, path: Path) -> None:
@@ -359,7 +400,8 @@ def skip_annotations(session: Path, path: Path) -> None:
 
 
 def forget_survivors(root: Path, module: str) -> None:
-    """Refresh the copy's tests and selection from this checkout; mark the survivors pending.
+    """Refresh the copy's tests and selection from this checkout; mark the survivors pending
+    (those not judged equivalent: a judged one would only survive again).
 
     Only for new or tightened tests: the module itself must be unchanged since the session was
     made, or the recorded mutants would no longer be this code's mutants.
@@ -373,8 +415,9 @@ def forget_survivors(root: Path, module: str) -> None:
     )
     config = tomllib.loads((root / "cosmic-ray.toml").read_text())["cosmic-ray"]
     write_config(root, module, config["timeout"])  # this checkout's test selection
+    unjudged = [m.job for m in score(module).survivors]  # the judged ones would survive again
     with sqlite3.connect(root / "session.sqlite") as db:
-        db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+        db.executemany("DELETE FROM work_results WHERE job_id = ?", [(job,) for job in unjudged])
 
 
 def score(module: str) -> Score:
@@ -395,8 +438,11 @@ def score(module: str) -> Score:
         before, after = changed_lines(outcome["diff"])
         line, column = mutation["start_pos"]
         result.mutants.append(
-            Mutant(mutation["operator_name"], line, column, before, after, outcome["test_outcome"])
-        )
+            Mutant(
+                mutation["operator_name"], line, column, before, after, outcome["test_outcome"],
+                item["job_id"],
+            )
+        )  # fmt: skip
     judged = equivalents(module)
     annotations = annotation_spans(REPO / "src" / "scrollctx" / module)
     for m in result.mutants:
@@ -525,7 +571,14 @@ def main() -> None:
         action="store_true",
         help="run the survivors again against this checkout's tests (the module unchanged)",
     )
+    parser.add_argument(
+        "--survivors-only",
+        action="store_true",
+        help="with --rerun-survivors: leave the mutants a stopped run never reached pending",
+    )
     args = parser.parse_args()
+    if args.survivors_only and not args.rerun_survivors:
+        parser.error("--survivors-only goes with --rerun-survivors")
     unknown = set(args.modules) - MODULES.keys()
     if unknown:
         parser.error(f"not in MODULES: {', '.join(sorted(unknown))}")
@@ -535,7 +588,9 @@ def main() -> None:
         if args.report:
             scores.append(score(module))
         else:
-            scores.append(run_module(module, args.resume, args.rerun_survivors))
+            scores.append(
+                run_module(module, args.resume, args.rerun_survivors, args.survivors_only)
+            )
             print(scores[-1].row(), flush=True)
     print(report(scores))
     if args.report:
