@@ -120,6 +120,27 @@ def test_a_region_cut_mid_exchange_gives_up_only_what_it_must(view_log: EventLog
     assert report.evicted == [(first, first)] and report.evicted_turns == 1
 
 
+def test_inside_the_active_turn_folds_that_reach_the_target_exactly_evict_nothing(
+    view_log: EventLog,
+) -> None:
+    # One long request and its tool results: only the second pass (inside the active turn)
+    # may act. When folding the results brings the view to exactly rho*C, no group leaves.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
+    session = Session(view)
+    session.user(5)
+    for _ in range(4):
+        session.tools([300])
+    session.persist()
+    loose = {"rho": 1.0, "tail_groups": 0, "keep_results": 0, "before_seq": view_log.last_seq() + 1}
+    folding = WorkingView.restore(view_log, "s", "", budget_tokens=view.tokens - 1, **loose)
+    folded = folding.ensure_budget()
+    assert folded.folded and not folded.evicted
+    exactly = WorkingView.restore(view_log, "s", "", budget_tokens=folded.tokens_after, **loose)
+    report = exactly.ensure_budget()
+    assert report.folded == folded.folded and not report.evicted
+    assert report.tokens_after == folded.tokens_after == exactly.target
+
+
 def test_a_call_still_awaiting_a_result_keeps_its_group_live(view_log: EventLog) -> None:
     view = WorkingView(view_log, "s", "", budget_tokens=1200, tail_groups=0, keep_results=0)
     view.append({"role": "user", "content": text_of(5, 1)})

@@ -93,6 +93,9 @@ def test_a_sessions_calls_and_index_events_are_read_back_from_the_log(view_log: 
     assert live_seqs(view_log, "s1", before_seq=last) == live_seqs(
         view_log, "s1", before_seq=last, with_index=True
     )  # the index is the default, as in WorkingView
+    assert live_seqs(log=view_log, session_id="s1", before_seq=last) == live_seqs(
+        view_log, "s1", before_seq=last
+    )  # every argument by name
 
 
 def test_replay_yields_every_call_as_it_was_sent(view_log: EventLog) -> None:
