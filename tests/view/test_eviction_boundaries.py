@@ -120,15 +120,20 @@ def test_a_region_cut_mid_exchange_gives_up_only_what_it_must(view_log: EventLog
     assert report.evicted == [(first, first)] and report.evicted_turns == 1
 
 
-def test_inside_the_active_turn_folds_that_reach_the_target_exactly_evict_nothing(
-    view_log: EventLog,
-) -> None:
-    # One long request and its tool results: only the second pass (inside the active turn)
-    # may act. When folding the results brings the view to exactly rho*C, no group leaves.
+@pytest.mark.parametrize("where", ["before", "inside"])
+def test_folds_that_reach_the_target_exactly_evict_nothing(view_log: EventLog, where: str) -> None:
+    # Tool results folded before the active request (a new request follows them) or inside
+    # it (one long request, where only the second pass may act): when folding brings the view
+    # to exactly rho*C, no group leaves.
     view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
     session = Session(view)
     session.user(5)
-    for _ in range(4):
+    for _ in range(3):
+        session.tools([300])
+    if where == "before":
+        session.reply(5)
+        session.user(5)
+    else:
         session.tools([300])
     session.persist()
     loose = {"rho": 1.0, "tail_groups": 0, "keep_results": 0, "before_seq": view_log.last_seq() + 1}
