@@ -352,16 +352,18 @@ def test_like_snippet_is_200_characters_a_third_of_them_before_the_match(tmp_pat
     path = tmp_path / "history.db"
     with EventLog.open(path, fts5=False) as log:
         log.append(NewEvent(session_id="s", kind="conversation", content=text))
+        log.append(NewEvent(session_id="short", kind="conversation", content=text[:200]))
 
-    def snippet(word: str) -> str:
+    def snippet(word: str, session: str = "s") -> str:
         with open_surface(path) as ms:
-            shown = ms.search(word, k=1)[0]["snippet"]
+            shown = ms.search(word, k=1, session_id=session)[0]["snippet"]
         assert f"«{word}»" in shown
         return str(shown).replace("«", "").replace("»", "")
 
     assert snippet("w0050") == "…" + text[300 - 66 : 300 - 66 + 200] + "…"
     assert snippet("w0001") == text[:200] + "…"  # no room before: the window starts at 0
     assert snippet("w0095") == "…" + text[570 - 66 :]  # it reaches the end: no ellipsis
+    assert snippet("w0001", "short") == text[:200]  # 200 characters in all: none cut
 
 
 def test_like_snippet_marks_the_longer_of_two_overlapping_words_whole(tmp_path: Path) -> None:
