@@ -145,6 +145,13 @@ def test_natural_question_reaches_the_evidence(ms: MemorySurface) -> None:
     assert rows[0]["seq"] == 5
 
 
+def test_a_query_of_stopwords_only_is_searched_as_it_is(ms: MemorySurface) -> None:
+    # With every word a stopword there is no broadened pass to run: the AND pass answers.
+    rows = ms.search("the", k=20)
+    assert {r["seq"] for r in rows} == {1, 4, 7, 10, 11, 12} and rows.notes == []
+    assert not any(r["broadened"] for r in rows)
+
+
 def test_k_must_be_positive(ms: MemorySurface) -> None:
     for bad in (0, -1, "3", True):
         message = f"k must be a positive integer, e.g. k=10; got {bad!r}$"
