@@ -227,3 +227,62 @@ def test_without_shared_memory_for_the_clock_every_call_goes_through_the_host(
     finally:
         session.kernel.close()
         session.log.close()
+
+
+def test_a_frame_the_worker_never_finishes_holds_the_reader_no_longer_than_a_call(
+    tmp_path: Path,
+) -> None:
+    # A header for a thousand bytes, then one: the reader waits a call's budget for the rest,
+    # then hangs up (it used to wait for ever, serving nothing else); the worker's next call
+    # goes through the host.
+    session = open_session(tmp_path, budgets=Budgets(seconds=0.5))
+    try:
+        reader = session.kernel.reader
+        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+        pid = reader.pid
+        stalled = (
+            "from scrollctx.errors import WorkerCrashed\n"
+            "from scrollctx.kernel._frames import HEADER\n"
+            "os.write(w.channel.fd, HEADER.pack(1_000, 1) + b'{')\n"
+            "try:\n    print(w.channel.read_body(time.monotonic() + 10))\n"
+            "except (OSError, WorkerCrashed):\n    print('hung up')\n"
+        )
+        result = session.kernel.run_cell(WORKER + stalled)
+        assert result.stdout == "hung up\n", result.error
+        assert reader.pid == pid
+        assert session.kernel.run_cell("print(ms.has_fts5)").stdout == "True\n"
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
+def test_a_worker_that_stops_reading_replies_holds_the_reader_no_longer_than_a_call(
+    tmp_path: Path,
+) -> None:
+    # Requests whose replies fill the socket, none read for longer than a call's budget: the
+    # reader gives up writing and hangs up, and is still there to serve the next call.
+    session = open_session(tmp_path, budgets=Budgets(seconds=0.5))
+    try:
+        reader = session.kernel.reader
+        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+        pid = reader.pid
+        flood = (
+            "from scrollctx.errors import WorkerCrashed\n"
+            "ask = frame({'op': 'ms', 'call': 7, 'method': 'sql_query', 'kwargs': "
+            "{'sql': 'SELECT hex(zeroblob(200000)) AS h'}})\n"
+            "for _ in range(40):\n"
+            "    try:\n        os.write(w.channel.fd, ask)\n"
+            "    except OSError:\n        break\n"
+            "time.sleep(5)\n"  # the attack: replies left unread far past the budget
+            "try:\n"
+            "    while w.channel.read_body(time.monotonic() + 10) is not None:\n        pass\n"
+            "    print('still open')\n"
+            "except (OSError, WorkerCrashed):\n    print('hung up')\n"
+        )
+        result = session.kernel.run_cell(WORKER + flood)
+        assert result.stdout == "hung up\n", result.error
+        assert reader.pid == pid
+        assert session.kernel.run_cell("print(ms.has_fts5)").stdout == "True\n"
+    finally:
+        session.kernel.close()
+        session.log.close()

@@ -42,6 +42,7 @@ __all__ = [
     "hang_up",
     "pipe_arguments",
     "write_frame",
+    "write_frame_by",
 ]
 
 MAX_FRAME = 16 * 1024 * 1024
@@ -78,6 +79,23 @@ def write_frame(fd: int, frame: bytes | Frame) -> None:
     views = as_views(frame)
     while views:
         consume(views, os.writev(fd, views))
+
+
+def write_frame_by(fd: int, frame: bytes | Frame, deadline: float) -> bool:
+    """Write one whole frame to the non-blocking ``fd`` before ``deadline``.
+
+    Returns False if the other end stopped reading first (part of the frame may be written):
+    a peer that is not trusted must not hold the writer longer than it may wait.
+    """
+    views = as_views(frame)
+    while views:
+        try:
+            consume(views, os.writev(fd, views))
+        except BlockingIOError:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([], [fd], [], remaining)[1]:
+                return False
+    return True
 
 
 def as_views(frame: bytes | Frame) -> list[memoryview]:

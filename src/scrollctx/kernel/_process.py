@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from scrollctx.errors import CellTimeout, WorkerCrashed
-from scrollctx.kernel._frames import Frame, FrameReader, as_views, consume, encode_frame
+from scrollctx.kernel._frames import Frame, FrameReader, encode_frame, write_frame_by
 from scrollctx.kernel._namespace import (
     NamespaceRequest,
     bwrap_path,
@@ -364,17 +364,13 @@ class WorkerProcess:
 
     def send(self, message: dict[str, Any] | bytes | Frame, deadline: float) -> None:
         """Write one frame; raise :class:`CellTimeout` if the worker does not take it in time."""
-        views = as_views(encode_frame(0, message) if isinstance(message, dict) else message)
-        while views:
-            try:
-                consume(views, os.writev(self._to_worker, views))
-            except BlockingIOError:
-                remaining = deadline - time.monotonic()
-                ready = remaining > 0 and select.select([], [self._to_worker], [], remaining)[1]
-                if not ready:
-                    raise CellTimeout("the worker stopped reading its control pipe") from None
-            except BrokenPipeError as exc:
-                raise WorkerCrashed(f"the worker is gone ({self.exit_text()})") from exc
+        frame = encode_frame(0, message) if isinstance(message, dict) else message
+        try:
+            taken = write_frame_by(self._to_worker, frame, deadline)
+        except BrokenPipeError as exc:
+            raise WorkerCrashed(f"the worker is gone ({self.exit_text()})") from exc
+        if not taken:
+            raise CellTimeout("the worker stopped reading its control pipe")
 
     def set_busy(self, busy: bool) -> None:
         """Tell the watch whether a cell runs (idle CPU is budgeted only between cells)."""

@@ -79,6 +79,7 @@ from scrollctx.kernel._frames import (
     hang_up,
     pipe_arguments,
     write_frame,
+    write_frame_by,
 )
 from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox, die_with_host
 from scrollctx.surface import Budgets, open_surface
@@ -108,6 +109,10 @@ class Reader:
         self.reader = FrameReader(pipes.fd_in)
         self.fd_out = pipes.fd_out
         self.channel = FrameReader(pipes.ms) if pipes.ms is not None else None
+        if self.channel is not None:
+            os.set_blocking(self.channel.fd, False)  # the worker may stall: waits are bounded
+        self.stall_seconds = Budgets().seconds
+        """How long the worker may keep this reader waiting on the channel (a call's budget)."""
         self.clock = _open_clock(pipes.clock)
         self.surface: Any = None
         self.reply_bytes = 0
@@ -122,6 +127,7 @@ class Reader:
         limits = boot["limits"]
         self.reply_bytes = int(limits["reply_bytes"])
         self.memory_hint = _memory_hint(limits)
+        self.stall_seconds = float(boot["budgets"]["seconds"])
         # The largest request the host forwards or the worker may send: the kernel's limit of
         # one call's arguments; a larger frame is refused before its body is read.
         self.reader.max_size = int(boot.get("max_request", MAX_FRAME))
@@ -172,25 +178,32 @@ class Reader:
         return self.reader if self.reader.fd in ready else channel
 
     def _serve_channel(self) -> None:
-        # The worker is untrusted: a frame over the limit, bytes that are not a request, or a
-        # worker gone close the channel (its next calls come through the host); the reader
-        # itself goes on.
+        # The worker is untrusted: a frame over the limit, bytes that are not a request, a
+        # frame begun and not finished within a call's budget, or a worker gone close the
+        # channel (its next calls come through the host); the reader itself goes on.
         channel = self.channel
         if channel is None:
             return
         try:
-            message = decode_body(channel.read_body() or b"")
+            body = channel.read_body(time.monotonic() + self.stall_seconds)
+            if body is None:
+                raise ProtocolError("the worker stopped in the middle of a frame")
+            message = decode_body(body)
         except (ProtocolError, WorkerCrashed, OSError):
             self._close_channel()
             return
         self._send_channel(frame_parts(channel.last_id, self._answer(message)))
 
     def _send_channel(self, frame: bytes | Frame) -> None:
+        # A worker that stops reading its replies holds the reader no longer than a call may
+        # run; then the channel closes.
         if self.channel is None:
             return
         try:
-            write_frame(self.channel.fd, frame)
+            sent = write_frame_by(self.channel.fd, frame, time.monotonic() + self.stall_seconds)
         except OSError:  # the worker closed its end
+            sent = False
+        if not sent:
             self._close_channel()
 
     def _close_channel(self) -> None:
