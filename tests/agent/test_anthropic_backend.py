@@ -303,6 +303,7 @@ def test_cached_prompt_tokens_count_as_prompt_tokens(
         (529, {"type": "overloaded_error"}, BackendUnavailable, 4),
         (500, {"type": "api_error"}, BackendUnavailable, 4),
         (429, {"type": "rate_limit_error"}, RateLimited, 4),
+        (503, {"type": "api_error", "error_code": "storage_not_ready"}, BackendUnavailable, 4),
         (
             429,
             {"type": "rate_limit_error", "error_code": "contract_spend_limit_reached"},

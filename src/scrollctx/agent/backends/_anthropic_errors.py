@@ -149,6 +149,7 @@ _RULE_NAMES: list[tuple[str, Translate]] = [
     ("RequestBodyTooLargeAfterDecodingError", _too_long),
     ("CMEKContextUnavailableError", _unavailable),
     ("CMEKKeyUnreachableError", _unavailable),
+    ("StorageNotReadyError", _unavailable),
     ("CMEKKeyDisabledError", _denied),
     ("CMEKKeyNetworkBlockedError", _denied),
     ("ClaudeCodeKeyCreatorNotMemberError", _denied),
