@@ -233,8 +233,9 @@ class Reader:
         except KeyboardInterrupt as exc:  # arrived after the surface call, while encoding
             return error_reply(call, exc)
         finally:
-            _set_clock(self.clock, 0.0)
+            # Not interruptible first: a SIGINT landing between the two would escape the reader.
             self._calling = False
+            _set_clock(self.clock, 0.0)
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self._calling:
