@@ -286,3 +286,40 @@ def test_a_worker_that_stops_reading_replies_holds_the_reader_no_longer_than_a_c
     finally:
         session.kernel.close()
         session.log.close()
+
+
+def test_a_call_id_nested_to_the_decoder_s_limit_is_refused_not_fatal(tmp_path: Path) -> None:
+    # The reader echoes a request's call id in its reply. A call id nested as deep as its JSON
+    # decoder still reads was then too deep to encode one stack frame further down, and the
+    # reader died of the RecursionError (the next call was told it had been killed during it).
+    # It now answers only int call ids; the first depth it cannot decode closes the channel.
+    session = open_session(tmp_path)
+    try:
+        reader = session.kernel.reader
+        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+        pid = reader.pid
+        nested = (
+            "from scrollctx.errors import WorkerCrashed\n"
+            "from scrollctx.kernel._frames import HEADER\n"
+            "refused = 0\n"
+            "for depth in range(900, 1100):\n"
+            "    call = '[' * depth + ']' * depth\n"
+            "    head = json.dumps({'op': 'ms', 'method': 'has_fts5', 'kwargs': {}})[:-1]\n"
+            "    body = (head + ', ' + json.dumps('call') + ': ' + call + '}').encode()\n"
+            "    try:\n"
+            "        os.write(w.channel.fd, HEADER.pack(len(body), 1) + body)\n"
+            "        reply = w.channel.read_body(time.monotonic() + 10)\n"
+            "    except (OSError, WorkerCrashed):\n"
+            "        print('hung up after', refused > 0)\n"
+            "        break\n"
+            "    refused += b'call id' in reply\n"
+        )
+        result = session.kernel.run_cell(WORKER + nested)
+        assert result.stdout == "hung up after True\n", result.error
+        assert reader.pid == pid  # it refused them all; it did not die of one
+        after = session.kernel.run_cell("print(ms.has_fts5)")
+        assert after.stdout == "True\n", after.error
+        assert reader.restarts == 0
+    finally:
+        session.kernel.close()
+        session.log.close()

@@ -35,7 +35,8 @@ channel it came from):
 Invariants:
 
 - no model code runs here: a request names a public call of ``MemorySurface`` and carries data
-  (decoded by :mod:`scrollctx.surface._codec`, never unpickled or evaluated); a request larger
+  (decoded by :mod:`scrollctx.surface._codec`, never unpickled or evaluated) under an int call
+  id (a request with any other id is answered with an error, id ``null``); a request larger
   than ``max_request`` (the kernel's limit of one call's arguments) is refused by its header;
   on the channel that closes the channel (the worker's later calls go through the host), as
   do bytes that are not a request; a malformed request from the host's pipe is answered with
@@ -219,6 +220,11 @@ class Reader:
 
     def _answer(self, message: dict[str, Any]) -> bytes:
         call = message.get("call")
+        if not _is_call_id(call):
+            # The reply echoes the id: any other value (a list nested as deep as the decoder
+            # reads is one level too deep to encode again) would be echoed back unchecked.
+            refused = QueryError("the memory reader refused a request: its call id is not an int")
+            return error_reply(None, refused)
         if message.get("op") != "ms":
             reason = message.get("error") or f"unknown op {str(message.get('op'))[:40]!r}"
             refused = QueryError(f"the memory reader refused a request: {str(reason)[:200]}")
@@ -240,6 +246,11 @@ class Reader:
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self._calling:
             raise KeyboardInterrupt
+
+
+def _is_call_id(call: object) -> bool:
+    # Workers and the host number their calls with ints; JSON ints are bounded by the decoder.
+    return isinstance(call, int) and not isinstance(call, bool)
 
 
 def _open_clock(fd: int | None) -> mmap.mmap | None:
