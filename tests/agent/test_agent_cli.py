@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scripted_servers import ScriptedOpenAIServer
@@ -202,3 +203,49 @@ def test_a_retry_is_shown_with_its_wait_and_a_rejection_is_not_retried(
     err = capsys.readouterr().err
     assert "the openai server rejected the request: 'max_tokens' must be at most 2048" in err
     assert "retrying" not in err and len(openai_server.requests) == 3
+
+
+@pytest.mark.parametrize(
+    ("command", "tool"),
+    [
+        (["run", "count the lines of data.csv"], "repl_exec"),
+        (["ask", "When does my first sprint end?"], "recall_history_python"),
+        (["chat"], "repl_exec"),
+    ],
+    ids=["run", "ask", "chat"],
+)
+def test_a_refused_cell_names_the_command_s_own_opt_out(
+    command: list[str],
+    tool: str,
+    beam_store: Path,
+    openai_server: ScriptedOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Strict with Landlock treated as missing (the policy's documented test knob): the cell is
+    # refused, and the refusal tells the user the flag of the command they ran, not another's.
+    import io
+
+    from scrollctx.agent import _tools
+    from scrollctx.cli import run as scroll
+    from scrollctx.kernel import Kernel, SandboxPolicy
+
+    def without_landlock(*args: Any, **kwargs: Any) -> Kernel:
+        kwargs["sandbox"] = SandboxPolicy(unavailable=frozenset({"landlock"}))
+        return Kernel(*args, **kwargs)
+
+    monkeypatch.setattr(_tools, "Kernel", without_landlock)
+    monkeypatch.setattr("sys.stdin", io.StringIO("hello\n"))
+    monkeypatch.setenv("OPENAI_BASE_URL", openai_server.base_url)
+    openai_server.enqueue_tool_calls([(tool, {"source": "print(1)"})])
+    openai_server.enqueue_tool_calls([("submit_answer", {"answer": "done"})])
+
+    code = scroll([*command, "--store", str(beam_store), "--model", "openai:m"])
+
+    assert code == 0, capsys.readouterr().err
+    observation = next(
+        m["content"] for m in openai_server.requests[1].body["messages"] if m["role"] == "tool"
+    )
+    assert "cell refused" in observation
+    assert f"`scroll {command[0]} --sandbox best-effort` (or off)" in observation
+    assert "scroll exec" not in observation

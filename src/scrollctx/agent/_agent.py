@@ -55,6 +55,7 @@ from scrollctx.agent._windows import choose_budget
 from scrollctx.agent.backends import Backend, resolve_model
 from scrollctx.config import Config, resolve_config
 from scrollctx.errors import ConfigError, MissingDependency, UsageError
+from scrollctx.kernel import OPT_OUT
 from scrollctx.log import open_store
 from scrollctx.view import ViewSettings, carried_index, carried_task_ids
 
@@ -163,7 +164,9 @@ class Agent:
         shows_index: whether that policy shows an eviction index, so the prompts teach reading
             it (default: True for the default policy, False for one passed in). With the
             default policy, False keeps Algorithm 1 and removes only the index (the ablation).
-        sandbox: the kernel's sandbox profile (``strict``, ``best-effort``, ``off``).
+        sandbox: the kernel's sandbox profile (``strict``, ``best-effort``, ``off``);
+            ``opt_out``: how a cell refused for a missing layer tells the user to opt out (a
+            front door names its own flag, e.g. ``scroll run --sandbox best-effort``).
         max_steps, max_run_tokens: when a run gives up (with a failure record): after that
             many model calls, or tokens in and out over the run.
         stream: stream each answer from a backend that can, yielding
@@ -208,6 +211,7 @@ class Agent:
         environ: Mapping[str, str] | None = None,
         agent_id: str = "scroll",
         mcp: Iterable[McpServerSpec | str] = (),
+        opt_out: str = OPT_OUT,
     ) -> None:
         env = os.environ if environ is None else environ
         self.prompts = prompts if isinstance(prompts, PromptSet) else PromptSet.load(prompts)
@@ -237,6 +241,7 @@ class Agent:
         self.workspace = Path(workspace).resolve() if workspace is not None else None
         self.trace_dir = Path(trace_dir) if trace_dir else self.config.store_dir / "traces"
         self.sandbox, self.cell_timeout, self.agent_id = sandbox, cell_timeout, agent_id
+        self.opt_out = opt_out
         self.stream = stream
         self._toolset_factory = toolset
         self.shows_index = policy is None if shows_index is None else shows_index
@@ -398,6 +403,7 @@ class Agent:
                 agent_id=self.agent_id,
                 scratch=scratch,
                 sandbox=self.sandbox,
+                opt_out=self.opt_out,
                 kernel_functions=toolset.kernel_functions,
                 cell_timeout=self.cell_timeout,
                 mcp=hub,

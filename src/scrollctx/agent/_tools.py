@@ -41,6 +41,7 @@ from scrollctx.agent._prompts import Capabilities, describe_function, tool_descr
 from scrollctx.agent.backends import ToolSpec
 from scrollctx.errors import UsageError
 from scrollctx.kernel import (
+    OPT_OUT,
     CellResult,
     Kernel,
     MemoryReader,
@@ -260,11 +261,14 @@ class ToolContext:
         cell_timeout: float = 60.0,
         mcp: McpHub | None = None,
         run_cells: Callable[[str], CellResult] | None = None,
+        opt_out: str = OPT_OUT,
     ) -> None:
         self.log = log
         self._run_cells = run_cells
         self.session_id, self.task_id, self.agent_id = session_id, task_id, agent_id
         self.scratch, self.sandbox, self.cell_timeout = scratch, sandbox, cell_timeout
+        self.opt_out = opt_out
+        """How a refused cell tells the user to opt out (the front door's own flag)."""
         self.kernel_functions = tuple(kernel_functions)
         self.mcp = mcp
         """The session's MCP servers (their tools are bridged into the kernel); closed here."""
@@ -293,6 +297,7 @@ class ToolContext:
                 sandbox=self.sandbox,
                 tools=functions,
                 timeout=self.cell_timeout,
+                opt_out=self.opt_out,
             )
             self._kernel.start()
         return self._kernel

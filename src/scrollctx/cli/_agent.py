@@ -76,10 +76,11 @@ def _open_agent(
 
 
 def _settings(
-    max_steps: int, max_run_tokens: int | None, sandbox: str, mcp: tuple[str, ...]
+    door: str, max_steps: int, max_run_tokens: int | None, sandbox: str, mcp: tuple[str, ...]
 ) -> dict[str, Any]:
+    # A cell refused for a missing layer names this command's own opt-out.
     return {"max_steps": max_steps, "max_run_tokens": max_run_tokens, "sandbox": sandbox,
-            "mcp": mcp}  # fmt: skip
+            "mcp": mcp, "opt_out": f"`scroll {door} --sandbox best-effort` (or off)"}  # fmt: skip
 
 
 def _drive(events: Iterator[AgentEvent], view: StepView) -> RunFinished:
@@ -144,7 +145,7 @@ def run_command(
 
     Example: scroll run "count the lines of every .csv file" --workspace ./data --model local
     """
-    settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
+    settings = _settings("run", max_steps, max_run_tokens, sandbox, mcp)
     with (
         _open_agent(config, model_call, view_flags, workspace=workspace, **settings) as agent,
         StepView() as view,
@@ -178,7 +179,7 @@ def ask_command(
 
     Example: scroll ask --store .scroll "What is my sprint target?" --task beam/100K/1 --rubric beam
     """
-    settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
+    settings = _settings("ask", max_steps, max_run_tokens, sandbox, mcp)
     with _open_agent(config, model_call, view_flags, **settings) as agent, StepView() as view:
         events = agent.iter_ask(question, task_id=task_id, rubric=rubric)
         finished = _drive(events, view)
@@ -206,7 +207,7 @@ def chat_command(
     Reads one message per line (stdin), prints each reply on stdout; /exit or end of input ends.
     Example: scroll chat --model openai:gpt-4o-mini   (later: scroll chat, to continue)
     """
-    settings = _settings(max_steps, max_run_tokens, sandbox, mcp)
+    settings = _settings("chat", max_steps, max_run_tokens, sandbox, mcp)
     agent = _open_agent(config, model_call, view_flags, stream=True, **settings)
     with agent, agent.chat(session_id, new=new) as chat, StepView(quiet=True) as view:
         view.line(_banner(chat))

@@ -21,6 +21,7 @@ __all__ = [
     "Limits",
     "MemoryReader",
     "NAMESPACE_LOST",
+    "OPT_OUT",
     "PROFILES",
     "ReaderLimits",
     "SandboxPolicy",
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from scrollctx.kernel._bridge import ToolCallError, ToolSpec, describe_tool
     from scrollctx.kernel._digest import DigestEntry, render_digest
     from scrollctx.kernel._doctor import DoctorReport, doctor
-    from scrollctx.kernel._host import NAMESPACE_LOST, Kernel
+    from scrollctx.kernel._host import NAMESPACE_LOST, OPT_OUT, Kernel
     from scrollctx.kernel._policy import (
         LAYERS,
         PROFILES,
@@ -63,6 +64,7 @@ else:
             "Limits": "scrollctx.kernel._policy",
             "MemoryReader": "scrollctx.kernel._reader_host",
             "NAMESPACE_LOST": "scrollctx.kernel._host",
+            "OPT_OUT": "scrollctx.kernel._host",
             "PROFILES": "scrollctx.kernel._policy",
             "ReaderLimits": "scrollctx.kernel._reader_host",
             "SandboxPolicy": "scrollctx.kernel._policy",

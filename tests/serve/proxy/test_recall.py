@@ -219,3 +219,27 @@ def test_every_upstream_request_of_a_300_turn_conversation_stays_under_the_budge
     session = proxy.proxy.conversations.sessions()[0].session_id
     events = proxy.events(session)
     assert len([e for e in events if e.kind == "user_message"]) == 150  # each once, no copies
+
+
+def test_a_refused_recall_cell_names_scroll_serve_s_opt_out(
+    openai_server: ScriptedOpenAIServer, start_proxy: Any
+) -> None:
+    # Strict with Landlock treated as missing (the policy's documented test knob; the command
+    # itself refuses to start so, a layer lost later is what a conversation meets): the cell is
+    # refused, and the refusal names the proxy's own flag, not another command's.
+    from scrollctx.kernel import SandboxPolicy
+
+    openai_proxy = start_proxy(openai_server)
+    openai_proxy.proxy.sandbox = SandboxPolicy(unavailable=frozenset({"landlock"}))
+    openai_server.enqueue_tool_calls([(RECALL_TOOL, {"source": "print(1)"})])
+    openai_server.enqueue(openai_text("I could not look it up."))
+    reply = openai_proxy.openai().chat.completions.create(
+        model="scripted-model", messages=[{"role": "user", "content": QUESTION}]
+    )
+    assert reply.choices[0].message.content == "I could not look it up."
+    observation = next(
+        m["content"] for m in openai_server.requests[1].body["messages"] if m["role"] == "tool"
+    )
+    assert "cell refused" in observation
+    assert "`scroll serve --sandbox best-effort` (or off)" in observation
+    assert "scroll exec" not in observation

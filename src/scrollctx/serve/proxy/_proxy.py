@@ -33,7 +33,10 @@ from scrollctx.serve.proxy._windows import ModelWindows
 from scrollctx.serve.proxy._wire import Wire
 from scrollctx.view import HEADLINE_PROMPT
 
-__all__ = ["WIRES", "Proxy", "proxy_rules", "sandbox_label"]
+__all__ = ["SERVE_OPT_OUT", "WIRES", "Proxy", "proxy_rules", "sandbox_label"]
+
+SERVE_OPT_OUT = "its operator restarts the proxy with `scroll serve --sandbox best-effort` (or off)"
+"""How a conversation's user opts out of a sandbox layer on this proxy (named in refusals)."""
 
 _CONTEXT = "context"
 _KERNELS = "proxy"
@@ -173,6 +176,7 @@ class Proxy:
             agent_id=conversation.agent_id,
             sandbox=self.sandbox,
             timeout=self.limits.cell_timeout,
+            opt_out=SERVE_OPT_OUT,
         )
 
 
