@@ -323,3 +323,32 @@ def test_a_call_id_nested_to_the_decoder_s_limit_is_refused_not_fatal(tmp_path: 
     finally:
         session.kernel.close()
         session.log.close()
+
+
+def test_descriptors_sent_over_the_channel_never_reach_the_reader(tmp_path: Path) -> None:
+    # A cell can attach descriptors to its requests (SCM_RIGHTS): the reader reads the channel
+    # with read(), which takes no ancillary data, so the kernel closes each passed descriptor
+    # as its bytes are read. None is ever open in the reader, however many are sent.
+    session = open_session(tmp_path)
+    try:
+        reader = session.kernel.reader
+        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+        pid = reader.pid
+        before = sorted(os.listdir(f"/proc/{pid}/fd"))
+        passing = (
+            "import array, socket\n"
+            "sock = socket.socket(fileno=os.dup(w.channel.fd))\n"
+            "mine = array.array('i', [w.channel.fd, w.fd_out, w.reader.fd] * 8)\n"
+            "answered = 0\n"
+            "for n in range(100):\n"
+            "    ask = frame({'op': 'ms', 'call': 9000 + n, 'method': 'has_fts5', 'kwargs': {}})\n"
+            "    sock.sendmsg([ask], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, mine)])\n"
+            "    answered += b'\"ok\":true' in w.channel.read_body(time.monotonic() + 10)\n"
+            "print(answered)\n"
+        )
+        result = session.kernel.run_cell(WORKER + passing)
+        assert result.stdout == "100\n", result.error
+        assert reader.pid == pid and sorted(os.listdir(f"/proc/{pid}/fd")) == before
+    finally:
+        session.kernel.close()
+        session.log.close()
