@@ -53,13 +53,20 @@ class Group:
 
 def group_turns(turns: list[Turn]) -> list[Group]:
     """Split the live turns into groups (an assistant message takes its tool results along)."""
+    # Runs on every eviction plan over every live turn, so it reads the call ids straight from
+    # the blocks (what ``Turn.call_ids`` returns) instead of building a list per turn.
     groups: list[Group] = []
     index = 0
-    while index < len(turns):
+    count = len(turns)
+    while index < count:
         turn = turns[index]
         end = index + 1
-        waiting = set(turn.call_ids) if turn.role == "assistant" else set()
-        while waiting and end < len(turns) and turns[end].role == "tool":
+        waiting = (
+            {str(b["id"]) for b in turn.blocks if b["type"] == "call"}
+            if turn.role == "assistant"
+            else None
+        )
+        while waiting and end < count and turns[end].role == "tool":
             waiting.discard(turns[end].tool_call_id or "")
             end += 1
         groups.append(Group(index, end, not waiting))
@@ -88,12 +95,16 @@ def protected_suffix(
     results = 0
     for position in range(len(groups) - 1, -1, -1):
         group = groups[position]
-        members = turns[group.start : group.end]
-        if any(t.seq is None for t in members) or not group.is_complete:
-            start = min(start, position)
-        found = sum(1 for t in members if t.role == "tool")
-        if found and results < keep_results:
-            start = min(start, position)
+        found = 0
+        unpersisted = False
+        for at in range(group.start, group.end):
+            turn = turns[at]
+            unpersisted = unpersisted or turn.seq is None
+            found += turn.role == "tool"
+        if (unpersisted or not group.is_complete or (found and results < keep_results)) and (
+            position < start
+        ):
+            start = position
         results += found
     return start
 

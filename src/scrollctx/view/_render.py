@@ -180,12 +180,15 @@ def openai_layout(
         else:
             messages.append({"role": "user", "content": digest_text})
     merged: list[dict[str, Any]] = []
+    after_user = False  # whether merged[-1] is a joinable user message (a join keeps it one)
     for message in messages:
-        if merged and _joinable(merged[-1], "user") and _joinable(message, "user"):
+        joinable = _joinable(message, "user")
+        if after_user and joinable:
             content = _joined(merged[-1]["content"], message["content"])
             merged[-1] = {**merged[-1], "content": content}
         else:
             merged.append(message)
+            after_user = joinable
     return merged
 
 

@@ -176,9 +176,10 @@ def _output(output_kb: float, rng: random.Random) -> str:
     size = 0
     target = int(output_kb * 1024)
     row = 0
+    choice, randint, uniform = rng.choice, rng.randint, rng.random  # bound once: a hot loop
     while size < target:
-        words = " ".join(rng.choice(_WORDS) for _ in range(4))
-        line = f"row {row:05d} | {words} | {rng.randint(0, 99999):>6} | {rng.random():.4f}"
+        words = f"{choice(_WORDS)} {choice(_WORDS)} {choice(_WORDS)} {choice(_WORDS)}"
+        line = f"row {row:05d} | {words} | {randint(0, 99999):>6} | {uniform():.4f}"
         lines.append(line)
         size += len(line) + 1
         row += 1
