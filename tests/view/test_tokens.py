@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from needs import import_or_missing
 from scrollctx.errors import UsageError
-from scrollctx.view import TokenCounter, estimate_tokens
+from scrollctx.view import TokenCounter, estimate_tokens, tokens
 from scrollctx.view.tokens import (
     _LINE_CACHE,
     _LINE_CACHE_CHARS,
@@ -206,6 +206,29 @@ def test_the_fast_counts_equal_the_definition(text: str) -> None:
     assert estimate_tokens(text.encode("ascii", "ignore").decode()) == _piece_estimate(
         text.encode("ascii", "ignore").decode()
     )
+
+
+def test_lines_with_only_punctuation_outside_ascii_skip_the_definition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Headlines and index lines are ASCII but for ⟦ ⟧ · … →: they are counted by the ASCII
+    # scans with those marks read as "!" (the same pieces), not by the per-piece loop.
+    lines = ["⟦ total cost of orders batch 7 | 12.5 | next | done ⟧", "  · seq 1-9  …→ x·y"]
+    expected = [_piece_estimate(line) for line in lines]
+    other = ["北京 ⟦ x ⟧", "café ⟦ y ⟧", "٢ ⟦ z ⟧", "a\u00a0⟦"]  # CJK, a letter, a digit, a space
+    other_expected = [_piece_estimate(line) for line in other]
+    calls: list[str] = []
+
+    def definition(text: str) -> int:
+        calls.append(text)
+        return _piece_estimate(text)
+
+    monkeypatch.setattr(tokens, "_piece_estimate", definition)
+    _cached_line_estimate.cache_clear()
+    assert [estimate_tokens(line) for line in lines] == expected
+    assert calls == []
+    assert [estimate_tokens(line) for line in other] == other_expected
+    assert calls == other
 
 
 def test_a_repeated_line_is_counted_from_the_cache() -> None:

@@ -58,6 +58,10 @@ _PIECE = re.compile(
 # and whitespace runs without a line break that are not one single space (a token each).
 _ASCII_CHUNK = re.compile(r"[A-Za-z]{1,7}|[0-9]{1,3}|[^\w\s]{1,2}|_{1,2}")
 _ASCII_BARE_SPACE = re.compile(r"(?<!\s)(?:[^\S\n]{2,}|[^\S\n ])(?!\s)")
+# Non-ASCII characters that are punctuation to every class of _PIECE (not word, not space,
+# not CJK: ⟦ ⟧ · … →): each behaves exactly like "!", so a line whose only non-ASCII
+# characters are these is counted by the ASCII shortcut once they are replaced.
+_PLAIN_PUNCTUATION = re.compile(rf"[^\x00-\x7f\w\s{_CJK}]")
 _LINE_CACHE = 8192
 _LINE_CACHE_CHARS = 4096
 
@@ -73,7 +77,9 @@ def estimate_tokens(text: str) -> int:
     Two exact shortcuts of :func:`_piece_estimate` (the definition), because a long session
     counts every tool output and every new index text: ASCII text is counted by two regex
     scans in C, and other text line by line with a cache, so an index that changed in a few
-    lines is not recounted whole. Both give the same number as the definition.
+    lines is not recounted whole (a line whose only non-ASCII characters are punctuation
+    such as ``⟦ ⟧ · …`` takes the ASCII scans too). Both give the same number as the
+    definition.
     """
     if text.isascii():
         return _ascii_estimate(text)
@@ -124,13 +130,22 @@ def _ascii_estimate(text: str) -> int:
 
 @lru_cache(maxsize=_LINE_CACHE)
 def _cached_line_estimate(line: str) -> int:
-    return _ascii_estimate(line) if line.isascii() else _piece_estimate(line)
+    return _line_cost(line)
 
 
 def _line_estimate(line: str) -> int:
     if len(line) > _LINE_CACHE_CHARS:  # a huge line would pin its memory in the cache
-        return _ascii_estimate(line) if line.isascii() else _piece_estimate(line)
+        return _line_cost(line)
     return _cached_line_estimate(line)
+
+
+def _line_cost(line: str) -> int:
+    # Headlines (⟦ … ⟧) and index lines (·, …) are ASCII but for a few punctuation marks;
+    # the definition's per-piece loop was the largest cost left in counting a long session.
+    if line.isascii():
+        return _ascii_estimate(line)
+    plain = _PLAIN_PUNCTUATION.sub("!", line)
+    return _ascii_estimate(plain) if plain.isascii() else _piece_estimate(line)
 
 
 class TokenCounter:
