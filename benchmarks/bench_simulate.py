@@ -11,6 +11,11 @@ of the child). Each command uses its own temporary store, so every model call wa
 durable commit as in a real session. The JSON documents must be identical apart from the
 timing fields; the script exits 1 naming the fields that differ. Printed: wall and CPU per
 side (min / median / max over rounds) and the before / now ratios computed per round.
+
+Last, the durability floor: every model call waits for one fsync of the log's ``-wal``, so no
+code that keeps that rule runs faster than ``calls`` fsyncs. The script times ``--fsyncs``
+fdatasync calls of 64 KiB rewrites (about one commit's WAL pages) in the folder the stores
+used, and prints the floor and the best wall ratio over the before side it allows.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import argparse
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -56,6 +63,26 @@ def run_simulate(arguments: list[str], before: Path | None) -> tuple[float, floa
     return wall, cpu, document
 
 
+def fsync_seconds(count: int) -> float:
+    """Median seconds of one fdatasync after a 64 KiB rewrite, in the stores' temp folder."""
+    with tempfile.TemporaryDirectory(prefix="scroll-fsync-") as folder:
+        handle = os.open(Path(folder) / "wal", os.O_RDWR | os.O_CREAT)
+        try:
+            page = b"w" * 65536
+            for position in range(16):  # allocate first: a WAL is rewritten, not grown
+                os.pwrite(handle, page, position * len(page))
+            os.fsync(handle)
+            times = []
+            for turn in range(count):
+                os.pwrite(handle, page, (turn % 16) * len(page))
+                started = time.perf_counter()
+                os.fdatasync(handle)
+                times.append(time.perf_counter() - started)
+        finally:
+            os.close(handle)
+    return statistics.median(times)
+
+
 def differences(left: dict[str, Any], right: dict[str, Any]) -> list[str]:
     """The names of the fields whose values differ."""
     return sorted(k for k in left.keys() | right.keys() if left.get(k) != right.get(k))
@@ -68,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--output-kb", type=float, default=8.0)
     parser.add_argument("--budget", type=int, default=32_000)
+    parser.add_argument("--fsyncs", type=int, default=300, help="fsyncs timed for the floor")
     args = parser.parse_args(argv)
     arguments = [
         "--steps", str(args.steps), "--output-kb", str(args.output_kb),
@@ -94,6 +122,15 @@ def main(argv: list[str] | None = None) -> int:
         ratios = [b[index] / n[index] for b, n in zip(sides["before"], sides["now"], strict=True)]
         print(f"ratio before / now ({what}): {ratio_spread(ratios)}")
     print(f"JSON output identical apart from {', '.join(TIMINGS)} in all {2 * args.rounds} runs")
+    if reference is not None and reference["calls"] and args.fsyncs > 0:
+        fsync = fsync_seconds(args.fsyncs)
+        floor = reference["calls"] * fsync
+        before = statistics.median(w for w, _ in sides["before"])
+        print(
+            f"durability floor: {reference['calls']} model calls x one fsync (median "
+            f"{fsync * 1000:.2f} ms of {args.fsyncs}, now) = {floor:.1f} s wall; "
+            f"with no CPU at all, before / now wall would be at most {before / floor:.2f}x"
+        )
     print(f"end: {load_average()}")
     return 0
 
