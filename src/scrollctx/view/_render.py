@@ -182,7 +182,7 @@ def openai_layout(
     merged: list[dict[str, Any]] = []
     after_user = False  # whether merged[-1] is a joinable user message (a join keeps it one)
     for message in messages:
-        joinable = _joinable(message, "user")
+        joinable = message.get("role") == "user" and _joinable(message, "user")
         if after_user and joinable:
             content = _joined(merged[-1]["content"], message["content"])
             merged[-1] = {**merged[-1], "content": content}

@@ -370,7 +370,7 @@ class WorkingView:
             raise UsageError(f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}")
         if digest is not None:
             self.set_digest(digest)
-        turns = [self._rendered(turn, provider) for turn in self._turns]
+        turns = [turn.cache.get(provider) or self._rendered(turn, provider) for turn in self._turns]
         digest = DIGEST_HEADER + self._digest if self._digest else ""
         if provider == "anthropic":
             body = [to_anthropic(user_text(self._index_text))] if self._index_text else []
@@ -553,10 +553,14 @@ class WorkingView:
         self, plan: _Plan, region: list[Group], excess: int, request: Turn | None
     ) -> None:
         folded = {id(t) for t in plan.folds}
+
         # Before the active turn the unit is a whole exchange (a request and its answers); a
         # region cut short by protected results may end mid-exchange only if it must.
-        ends = [request is not None or self._ends_exchange(g) for g in region]
-        last_end = max((i for i, end in enumerate(ends) if end), default=-1)
+        # Asked only where needed: a plan usually stops after a few groups of a long region.
+        def ends(position: int) -> bool:
+            return request is not None or self._ends_exchange(region[position])
+
+        last_end = next((i for i in range(len(region) - 1, -1, -1) if ends(i)), -1)
         chosen: list[Group] = []
         removed = cost = 0
         for position, group in enumerate(region):
@@ -565,7 +569,7 @@ class WorkingView:
             if not all(t.pinned for t in members):
                 chosen.append(group)
             plan.drops += members
-            if not (ends[position] or position > last_end) or removed - cost < excess:
+            if removed - cost < excess or not (position > last_end or ends(position)):
                 continue
             # A block only grows with its span: its last cost bounds the next from below, so
             # it is rendered again only once the savings could pay for it (rendering it for
