@@ -1,7 +1,7 @@
 """``scroll simulate`` end to end, this code against an older checkout, with identical output.
 
 Run: ``.venv/bin/python benchmarks/bench_simulate.py --before SRC [--rounds 3] [--steps 2000]
-[--output-kb 8] [--budget 32000]``
+[--output-kb 8] [--budget 32000] [--commits 100]``
 
 ``SRC`` is the ``src`` folder of the code to compare with (``git archive main src | tar -x -C
 /tmp/before``). Each round runs ``scroll simulate --steps N --output-kb K --budget C --json``
