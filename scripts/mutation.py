@@ -125,6 +125,14 @@ MODULES: dict[str, list[str]] = {
         "tests/kernel/test_reader.py",
     ],
     "kernel/_sandbox.py": [
+        # _sandbox.py runs in the worker, which every one of these tests starts, so line coverage
+        # cannot narrow it; the sandbox variants can. A variant only changes the Landlock ABI cap,
+        # which _sandbox.py passes on to _landlock.restrict untouched: every variant runs the same
+        # lines of this module. abi7 (the strongest Landlock, this kernel's own) shows a mutant
+        # that weakens Landlock's paths; no-landlock (best-effort, no Landlock at all) is where
+        # the other layers hold alone, so it shows a mutant weakening one of them most plainly.
+        # abi1 ... abi6 lie between the two: 180 of the 292 tests, half of the run.
+        *("-k", " and ".join(f"not abi{n}" for n in range(1, 7))),
         "tests/kernel/test_sandbox.py",
         "tests/kernel/test_namespace.py",
         "tests/kernel/test_hostile.py",

@@ -7,6 +7,8 @@ import os
 import select
 import signal
 import socket
+import subprocess
+import sys
 import sysconfig
 import time
 from pathlib import Path
@@ -16,7 +18,15 @@ from kernel_helpers import Session, open_session
 
 from needs import missing
 from scrollctx.errors import UsageError
-from scrollctx.kernel import LAYERS, Kernel, SandboxPolicy, _sandbox, doctor, render_observation
+from scrollctx.kernel import (
+    LAYERS,
+    Kernel,
+    Limits,
+    SandboxPolicy,
+    _sandbox,
+    doctor,
+    render_observation,
+)
 from scrollctx.kernel._process import WorkerProcess, default_python
 from scrollctx.kernel._sandbox import SandboxPlan
 from scrollctx.log import Kind
@@ -143,6 +153,40 @@ def test_worker_holds_no_capabilities_and_is_filtered(shared: Session) -> None:
     assert os.readlink(f"/proc/{shared.kernel.pid}/ns/net") != os.readlink("/proc/self/ns/net")
 
 
+# What the rlimits layer reports for the documented defaults of Limits.
+_DEFAULT_RLIMITS = "address space 2048 MiB, file size 256 MiB, 256 open files, no core dumps"
+
+
+def test_the_rlimits_layer_reports_the_limits_it_set(shared: Session) -> None:
+    assert Limits() == Limits(address_space=2 * 1024**3, file_size=256 * 1024**2, open_files=256)
+    assert shared.kernel.start().layer("rlimits").detail.startswith(_DEFAULT_RLIMITS)
+
+
+def test_a_boot_frame_without_limits_gets_the_documented_defaults(tmp_path: Path) -> None:
+    # The host always sends its limits; a boot frame without them (a hand-made host) must still
+    # get the defaults of Limits, not looser ones. Read back from inside the worker.
+    worker = WorkerProcess(default_python(), tmp_path, None)
+    try:
+        deadline = time.monotonic() + 30
+        policy = SandboxPolicy("best-effort", unavailable=frozenset({"namespaces"})).to_wire()
+        del policy["limits"]
+        boot = {"op": "boot", "id": 0, "scratch": str(tmp_path), "db_path": None}
+        worker.send({**boot, "policy": policy, "tools": []}, deadline)
+        ready = worker.reader.read(deadline)
+        assert ready is not None
+        assert ready["layers"]["rlimits"] == {"state": "ok", "detail": _DEFAULT_RLIMITS}
+        names = ("RLIMIT_AS", "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE")
+        code = f"import resource as r\nprint([r.getrlimit(getattr(r, n)) for n in {names}])"
+        worker.send({"op": "cell", "id": 1, "code": code}, deadline)
+        reply = worker.reader.read(deadline)
+        assert reply is not None, "the worker gave no reply"
+        limits = Limits()
+        wanted = [limits.address_space, limits.file_size, limits.open_files, 0]
+        assert reply["stdout"] == f"{[(n, n) for n in wanted]}\n", reply
+    finally:
+        worker.kill()
+
+
 # -- each defence on its own, the others bypassed -------------------------------------------
 
 
@@ -163,6 +207,13 @@ def test_a_layer_whose_self_test_finds_it_open_is_reported_failed(tmp_path: Path
         "state": "failed",
         "detail": "self-test: prctl(GET_SECCOMP) is not 2 (filter mode)",
     }
+    # A layer that is not "ok" is not probed, and does not stop the later ones being probed.
+    plan = _plan(tmp_path)
+    plan.mark("landlock", "unavailable", "not on this machine")
+    plan.mark("seccomp", "ok", "claimed, not applied")
+    _sandbox._self_test(plan)
+    assert plan.report["landlock"] == {"state": "unavailable", "detail": "not on this machine"}
+    assert plan.report["seccomp"]["state"] == "failed"
 
 
 def test_a_network_namespace_that_still_shows_other_interfaces_fails(
@@ -176,6 +227,50 @@ def test_a_network_namespace_that_still_shows_other_interfaces_fails(
     monkeypatch.setattr(_sandbox, "_unshare_network", lambda: None)
     with pytest.raises(_sandbox._SelfTestFailed, match="interfaces after unshare are"):
         _sandbox._apply_netns(_plan(tmp_path))
+
+
+def test_an_rlimit_that_does_not_take_leaves_the_layer_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if setrlimit had returned success and changed nothing: the read-back must catch it.
+    # Run in the test process, whose own limits the patched setrlimit leaves alone.
+    monkeypatch.setattr(_sandbox.resource, "setrlimit", lambda limit, value: None)
+    before = signal.getsignal(signal.SIGXFSZ)
+    try:
+        with pytest.raises(OSError, match="did not take"):
+            _sandbox._apply_rlimits(_plan(tmp_path))
+    finally:
+        signal.signal(signal.SIGXFSZ, before)
+
+
+_NOT_ROOT_NETNS = """
+import errno, os, sys
+from scrollctx.kernel import _sandbox
+from scrollctx.kernel._sandbox import SandboxPlan
+os.setgid(65534)
+os.setuid(65534)  # after the imports: the interpreter's files need not be readable to nobody
+plan = SandboxPlan(apply=(), unavailable=(), limits={}, scratch=sys.argv[1], db_path=None)
+try:
+    print(_sandbox._apply_netns(plan))
+except OSError as exc:
+    print("unavailable" if exc.errno in (errno.EPERM, errno.ENOSPC) else exc)
+"""
+
+
+def test_a_worker_that_is_not_root_still_gets_a_private_network(tmp_path: Path) -> None:
+    # Without uid 0 a network namespace needs a user namespace made with it. Run in a child of
+    # the test process that gave up root, whose namespace has the machine's interfaces.
+    if os.geteuid() != 0:
+        missing("the test gives up root, and runs as a user without it")
+    if [name for _, name in socket.if_nameindex()] == ["lo"]:
+        missing("this machine's own network namespace has only lo")
+    done = subprocess.run(
+        [sys.executable, "-c", _NOT_ROOT_NETNS, str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if done.stdout == "unavailable\n":
+        missing("unprivileged user namespaces are disabled on this machine")
+    assert done.stdout == "private network namespace (only lo, down)\n", done.stderr
 
 
 def test_the_worker_refuses_cells_itself_when_a_strict_layer_does_not_hold(
