@@ -273,6 +273,64 @@ def test_a_worker_that_is_not_root_still_gets_a_private_network(tmp_path: Path) 
     assert done.stdout == "private network namespace (only lo, down)\n", done.stderr
 
 
+_FILTER_WITH_A_HOLE = """
+import sys
+from scrollctx.kernel import _sandbox, _seccomp
+from scrollctx.kernel._sandbox import SandboxPlan
+hole, scratch = sys.argv[1:]
+if hole == "prctl":
+    _seccomp._DENIED_PRCTLS = (4,)  # PR_SET_DUMPABLE only
+elif hole == "fcntl":
+    _seccomp._DENIED_FCNTLS = tuple(c for c in _seccomp._DENIED_FCNTLS if c != 8)  # F_SETOWN
+else:
+    _seccomp._DENIED = {name: nr for name, nr in _seccomp._DENIED.items() if name != hole}
+_seccomp.install_filter()
+plan = SandboxPlan(apply=(), unavailable=(), limits={}, scratch=scratch, db_path=None)
+print(_sandbox._probe_seccomp(plan))
+"""
+
+
+@pytest.mark.parametrize(
+    ("hole", "found"),
+    [
+        ("socket", "socket(AF_INET) was allowed"),
+        ("fork", "fork was allowed"),
+        ("prctl", "prctl(PR_SET_PDEATHSIG) was allowed"),
+        ("fcntl", "fcntl(F_SETOWN) was allowed"),
+    ],
+)
+def test_the_seccomp_self_test_finds_a_filter_with_one_hole(
+    tmp_path: Path, hole: str, found: str
+) -> None:
+    # The real filter with one entry left out, installed in a child of the test process: the
+    # probe must name that hole (and, with the full filter, nothing: test_every_layer_holds).
+    done = subprocess.run(
+        [sys.executable, "-c", _FILTER_WITH_A_HOLE, hole, str(tmp_path)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.stdout == f"{found}\n", done.stderr
+
+
+_DEATH_SIGNAL_REFUSED = """
+from scrollctx.kernel import _sandbox, _seccomp
+_seccomp.install_filter()  # refuses prctl(PR_SET_PDEATHSIG), as a hardened host might
+try:
+    _sandbox.die_with_host()
+except OSError as exc:
+    print(exc.errno, exc.strerror)
+"""
+
+
+def test_a_refused_death_signal_is_an_error_that_says_why() -> None:
+    # A worker that cannot arrange to die with its host must not start; the error names the
+    # kernel's reason (errno), read right after the failing call.
+    done = subprocess.run(
+        [sys.executable, "-c", _DEATH_SIGNAL_REFUSED], capture_output=True, text=True, timeout=60
+    )
+    reason = os.strerror(errno.EPERM)
+    assert done.stdout == f"{errno.EPERM} prctl(PR_SET_PDEATHSIG) failed: {reason}\n", done.stderr
+
+
 def test_the_worker_refuses_cells_itself_when_a_strict_layer_does_not_hold(
     tmp_path: Path,
 ) -> None:
