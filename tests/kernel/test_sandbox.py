@@ -311,24 +311,34 @@ def test_the_seccomp_self_test_finds_a_filter_with_one_hole(
     assert done.stdout == f"{found}\n", done.stderr
 
 
-_DEATH_SIGNAL_REFUSED = """
+_REFUSED_BY_THE_FILTER = """
+import sys
 from scrollctx.kernel import _sandbox, _seccomp
-_seccomp.install_filter()  # refuses prctl(PR_SET_PDEATHSIG), as a hardened host might
+_seccomp.install_filter()  # refuses prctl(PR_SET_PDEATHSIG) and unshare
 try:
-    _sandbox.die_with_host()
+    getattr(_sandbox, sys.argv[1])()
 except OSError as exc:
     print(exc.errno, exc.strerror)
 """
 
 
-def test_a_refused_death_signal_is_an_error_that_says_why() -> None:
-    # A worker that cannot arrange to die with its host must not start; the error names the
-    # kernel's reason (errno), read right after the failing call.
+@pytest.mark.parametrize(
+    ("call", "what"),
+    [("die_with_host", "prctl(PR_SET_PDEATHSIG)"), ("_unshare_network", "unshare(CLONE_NEWNET)")],
+)
+def test_a_refused_death_signal_or_network_namespace_is_an_error_that_says_why(
+    call: str, what: str
+) -> None:
+    # A worker that cannot arrange to die with its host must not start, nor claim a network
+    # namespace it did not get; the error names the kernel's reason (errno), read right after
+    # the failing call. Here seccomp refuses it, as a hardened host might; each call runs in a
+    # fresh process, so no earlier failure's errno is left to be read instead.
     done = subprocess.run(
-        [sys.executable, "-c", _DEATH_SIGNAL_REFUSED], capture_output=True, text=True, timeout=60
-    )
+        [sys.executable, "-c", _REFUSED_BY_THE_FILTER, call],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
     reason = os.strerror(errno.EPERM)
-    assert done.stdout == f"{errno.EPERM} prctl(PR_SET_PDEATHSIG) failed: {reason}\n", done.stderr
+    assert done.stdout == f"{errno.EPERM} {what} failed: {reason}\n", done.stderr
 
 
 def test_the_worker_refuses_cells_itself_when_a_strict_layer_does_not_hold(
