@@ -151,6 +151,12 @@ def test_worker_holds_no_capabilities_and_is_filtered(shared: Session) -> None:
     assert status["NoNewPrivs"].strip() == "1"
     assert status["Seccomp"].strip() == "2"
     assert os.readlink(f"/proc/{shared.kernel.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+    if os.geteuid() == 0:
+        # Root needs no user namespace for its network namespace, and is given none: a user
+        # namespace of its own would make the worker its root, with every capability in it.
+        assert os.readlink(f"/proc/{shared.kernel.pid}/ns/user") == os.readlink(
+            "/proc/self/ns/user"
+        )
 
 
 # What the rlimits layer reports for the documented defaults of Limits.
