@@ -168,6 +168,17 @@ def test_the_rlimits_layer_reports_the_limits_it_set(shared: Session) -> None:
     assert shared.kernel.start().layer("rlimits").detail.startswith(_DEFAULT_RLIMITS)
 
 
+def test_the_rlimits_layer_reports_limits_other_than_the_defaults(tmp_path: Path) -> None:
+    limits = Limits(address_space=3 * 1024**3, file_size=1024**3, open_files=300)
+    session = open_session(tmp_path, sandbox=SandboxPolicy(limits=limits))
+    try:
+        detail = session.kernel.start().layer("rlimits").detail
+        assert detail.startswith("address space 3072 MiB, file size 1024 MiB, 300 open files,")
+    finally:
+        session.kernel.close()
+        session.log.close()
+
+
 def test_a_boot_frame_without_limits_gets_the_documented_defaults(tmp_path: Path) -> None:
     # The host always sends its limits; a boot frame without them (a hand-made host) must still
     # get the defaults of Limits, not looser ones. Read back from inside the worker.
