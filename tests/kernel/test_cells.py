@@ -85,6 +85,15 @@ def test_syntax_error_and_system_exit_are_observations(shared: Session) -> None:
     assert kernel.run_cell("print('alive')").stdout == "alive\n"
 
 
+def test_a_cell_raising_keyboard_interrupt_itself_was_not_interrupted(shared: Session) -> None:
+    # Only the host interrupts, at the timeout; the worker's word that the cell ended in a
+    # KeyboardInterrupt (which the cell can raise itself) is not enough.
+    result = shared.kernel.run_cell("raise KeyboardInterrupt")
+    assert not result.interrupted and not result.timed_out and not result.namespace_lost
+    assert result.error is not None and "KeyboardInterrupt" in result.error
+    assert "timeout" not in result.error
+
+
 def test_digest_lists_user_variables_with_type_and_shape(shared: Session) -> None:
     kernel = shared.kernel
     kernel.run_cell("import json")
