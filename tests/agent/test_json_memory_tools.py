@@ -98,6 +98,30 @@ def test_the_tools_never_open_the_store_in_the_host(context: ToolContext) -> Non
     assert reader is not None and reader.pid is not None and _store_fds(reader.pid, db) == 3
 
 
+def test_a_reader_that_cannot_hold_names_the_context_s_own_opt_out(tmp_path: Path) -> None:
+    # Strict with Landlock treated as missing (the policy's documented test knob): the JSON
+    # tools' reader refuses the store, and says how the one who runs this context opts out.
+    from scrollctx.kernel import SandboxPolicy
+
+    log = EventLog.open(tmp_path / "store" / "history.db")
+    log.append(NewEvent(session_id="s", kind=Kind.CONVERSATION, role="user", content="sprint"))
+    context = ToolContext(
+        log,
+        session_id="s",
+        sandbox=SandboxPolicy(unavailable=frozenset({"landlock"})),
+        opt_out="`scroll bench qa --sandbox best-effort`",
+    )
+    try:
+        tool = json_memory_toolset().get("ms_search")
+        assert tool is not None
+        observation = tool.run({"query": "sprint"}, context)
+    finally:
+        context.close()
+        log.close()
+    assert not observation.ok and "sandbox does not hold" in observation.text, observation.text
+    assert "opt out explicitly: `scroll bench qa --sandbox best-effort`" in observation.text
+
+
 def test_a_run_with_a_query_bomb_and_a_huge_span_goes_on_to_its_answer(
     beam_store: Path, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
 ) -> None:

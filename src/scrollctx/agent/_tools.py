@@ -47,6 +47,7 @@ from scrollctx.kernel import (
     MemoryReader,
     SandboxPolicy,
     describe_tool,
+    reader_opt_out,
     render_digest,
     render_observation,
     resolve_policy,
@@ -309,7 +310,10 @@ class ToolContext:
         if self._surface is None:
             binding = Binding(self.session_id, self.task_id, self.agent_id)
             self._reader = MemoryReader(
-                self.log.path.resolve(), binding, policy=resolve_policy(self.sandbox)
+                self.log.path.resolve(),
+                binding,
+                policy=resolve_policy(self.sandbox),
+                opt_out=reader_opt_out(self.opt_out),
             )
             self._surface = RemoteSurface(self._reader.request, binding, Budgets())
         return self._surface

@@ -30,6 +30,7 @@ __all__ = [
     "ToolSpec",
     "describe_tool",
     "doctor",
+    "reader_opt_out",
     "render_digest",
     "render_observation",
     "resolve_policy",
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
     from scrollctx.kernel._bridge import ToolCallError, ToolSpec, describe_tool
     from scrollctx.kernel._digest import DigestEntry, render_digest
     from scrollctx.kernel._doctor import DoctorReport, doctor
-    from scrollctx.kernel._host import NAMESPACE_LOST, OPT_OUT, Kernel
+    from scrollctx.kernel._host import NAMESPACE_LOST, OPT_OUT, Kernel, reader_opt_out
     from scrollctx.kernel._policy import (
         LAYERS,
         PROFILES,
@@ -74,6 +75,7 @@ else:
             "describe_tool": "scrollctx.kernel._bridge",
             "doctor": "scrollctx.kernel._doctor",
             "render_digest": "scrollctx.kernel._digest",
+            "reader_opt_out": "scrollctx.kernel._host",
             "render_observation": "scrollctx.kernel._result",
             "resolve_policy": "scrollctx.kernel._policy",
         },

@@ -68,6 +68,7 @@ __all__ = [
     "Kernel",
     "NAMESPACE_LOST",
     "OPT_OUT",
+    "reader_opt_out",
 ]
 
 NAMESPACE_LOST = (
@@ -78,6 +79,16 @@ OPT_OUT = "Kernel(sandbox='best-effort') or 'off' (scroll exec --sandbox best-ef
 """How a refusal tells the caller to opt out, unless the kernel is given its own words."""
 _FRAME_OVERHEAD = 4096
 _MAX_COUNT = 2**63
+
+
+def _explicit_opt_out(how: str) -> str:
+    """The end of a refused cell's message: how to opt out, and that opting out is visible."""
+    return f"opt out explicitly: {how}; the opt-out is logged and shown in every observation"
+
+
+def reader_opt_out(how: str) -> str:
+    """The end of a memory reader's refusal (its sandbox does not hold): how to opt out."""
+    return f"To read it without them, {_explicit_opt_out(how)}"
 
 
 class _Killed(Exception):
@@ -170,13 +181,11 @@ class Kernel:
         self.stdout_cap, self.stderr_cap = stdout_cap, stderr_cap
         self.python = python or default_python()
         self.budgets = budgets or Budgets()
-        self.opt_out = (
-            f"opt out explicitly: {opt_out}; the opt-out is logged and shown in every observation"
-        )
+        self.opt_out = _explicit_opt_out(opt_out)
         self.reader = (
             MemoryReader(self.db_path, Binding(session_id, task_id, agent_id), policy=self.policy,
                          budgets=self.budgets, limits=reader_limits, python=self.python,
-                         opt_out=f"To read it without them, {self.opt_out}",
+                         opt_out=reader_opt_out(opt_out),
                          on_ready=self._reader_ready, max_request=max_tool_input,
                          idle_cpu=self.policy.limits.idle_cpu
                          if "rlimits" in self.policy.applied else None)
