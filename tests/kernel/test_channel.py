@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import os
 import select
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from kernel_helpers import WORKER, open_session
+from kernel_helpers import WORKER, Session, open_session
 
 from scrollctx.kernel import Kernel, Limits, MemoryReader, ReaderLimits, SandboxPolicy
 from scrollctx.log import EventLog
@@ -38,6 +40,20 @@ def _count_forwards(reader: MemoryReader) -> list[str]:
 
     reader.forward = counted  # type: ignore[method-assign]
     return calls
+
+
+@contextmanager
+def channel_in_use(root: Path, **options: object) -> Iterator[tuple[Session, MemoryReader]]:
+    """A session whose worker already made its first ``ms`` call (its channel is in use),
+    closed afterwards."""
+    session = open_session(root, **options)
+    try:
+        reader = session.kernel.reader
+        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+        yield session, reader
+    finally:
+        session.kernel.close()
+        session.log.close()
 
 
 def test_only_the_first_call_goes_through_the_host(tmp_path: Path) -> None:
@@ -139,10 +155,7 @@ def test_the_reader_refuses_a_request_over_the_kernel_s_limit_on_the_channel(
 
 
 def test_bytes_that_are_not_a_request_make_the_reader_hang_up_not_crash(tmp_path: Path) -> None:
-    session = open_session(tmp_path)
-    try:
-        reader = session.kernel.reader
-        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+    with channel_in_use(tmp_path) as (session, reader):
         pid = reader.pid
         forged = (
             "from scrollctx.errors import WorkerCrashed\n"
@@ -155,9 +168,6 @@ def test_bytes_that_are_not_a_request_make_the_reader_hang_up_not_crash(tmp_path
         assert result.stdout == "hung up\n", result.error
         assert reader.pid == pid
         assert session.kernel.run_cell("print(ms.has_fts5)").stdout == "True\n"
-    finally:
-        session.kernel.close()
-        session.log.close()
 
 
 def test_the_host_refuses_an_ms_frame_over_the_kernel_s_limit(tmp_path: Path) -> None:
@@ -235,10 +245,7 @@ def test_a_frame_the_worker_never_finishes_holds_the_reader_no_longer_than_a_cal
     # A header for a thousand bytes, then one: the reader waits a call's budget for the rest,
     # then hangs up (it used to wait for ever, serving nothing else); the worker's next call
     # goes through the host.
-    session = open_session(tmp_path, budgets=Budgets(seconds=0.5))
-    try:
-        reader = session.kernel.reader
-        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+    with channel_in_use(tmp_path, budgets=Budgets(seconds=0.5)) as (session, reader):
         pid = reader.pid
         stalled = (
             "from scrollctx.errors import WorkerCrashed\n"
@@ -251,9 +258,6 @@ def test_a_frame_the_worker_never_finishes_holds_the_reader_no_longer_than_a_cal
         assert result.stdout == "hung up\n", result.error
         assert reader.pid == pid
         assert session.kernel.run_cell("print(ms.has_fts5)").stdout == "True\n"
-    finally:
-        session.kernel.close()
-        session.log.close()
 
 
 def test_a_worker_that_stops_reading_replies_holds_the_reader_no_longer_than_a_call(
@@ -261,10 +265,7 @@ def test_a_worker_that_stops_reading_replies_holds_the_reader_no_longer_than_a_c
 ) -> None:
     # Requests whose replies fill the socket, none read for longer than a call's budget: the
     # reader gives up writing and hangs up, and is still there to serve the next call.
-    session = open_session(tmp_path, budgets=Budgets(seconds=0.5))
-    try:
-        reader = session.kernel.reader
-        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+    with channel_in_use(tmp_path, budgets=Budgets(seconds=0.5)) as (session, reader):
         pid = reader.pid
         flood = (
             "from scrollctx.errors import WorkerCrashed\n"
@@ -283,9 +284,6 @@ def test_a_worker_that_stops_reading_replies_holds_the_reader_no_longer_than_a_c
         assert result.stdout == "hung up\n", result.error
         assert reader.pid == pid
         assert session.kernel.run_cell("print(ms.has_fts5)").stdout == "True\n"
-    finally:
-        session.kernel.close()
-        session.log.close()
 
 
 def test_a_call_id_nested_to_the_decoder_s_limit_is_refused_not_fatal(tmp_path: Path) -> None:
@@ -293,10 +291,7 @@ def test_a_call_id_nested_to_the_decoder_s_limit_is_refused_not_fatal(tmp_path: 
     # decoder still reads was then too deep to encode one stack frame further down, and the
     # reader died of the RecursionError (the next call was told it had been killed during it).
     # It now answers only int call ids; the first depth it cannot decode closes the channel.
-    session = open_session(tmp_path)
-    try:
-        reader = session.kernel.reader
-        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+    with channel_in_use(tmp_path) as (session, reader):
         pid = reader.pid
         nested = (
             "from scrollctx.errors import WorkerCrashed\n"
@@ -320,19 +315,13 @@ def test_a_call_id_nested_to_the_decoder_s_limit_is_refused_not_fatal(tmp_path: 
         after = session.kernel.run_cell("print(ms.has_fts5)")
         assert after.stdout == "True\n", after.error
         assert reader.restarts == 0
-    finally:
-        session.kernel.close()
-        session.log.close()
 
 
 def test_descriptors_sent_over_the_channel_never_reach_the_reader(tmp_path: Path) -> None:
     # A cell can attach descriptors to its requests (SCM_RIGHTS): the reader reads the channel
     # with read(), which takes no ancillary data, so the kernel closes each passed descriptor
     # as its bytes are read. None is ever open in the reader, however many are sent.
-    session = open_session(tmp_path)
-    try:
-        reader = session.kernel.reader
-        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+    with channel_in_use(tmp_path) as (session, reader):
         pid = reader.pid
         before = sorted(os.listdir(f"/proc/{pid}/fd"))
         passing = (
@@ -349,6 +338,3 @@ def test_descriptors_sent_over_the_channel_never_reach_the_reader(tmp_path: Path
         result = session.kernel.run_cell(WORKER + passing)
         assert result.stdout == "100\n", result.error
         assert reader.pid == pid and sorted(os.listdir(f"/proc/{pid}/fd")) == before
-    finally:
-        session.kernel.close()
-        session.log.close()
