@@ -343,6 +343,23 @@ def test_a_file_that_is_not_a_store_leaves_ms_unavailable_with_the_reason(
         assert "IntegrityError" in kernel.ms_state
 
 
+def test_a_store_no_writer_holds_open_is_read_and_seen_as_it_grows(tmp_path: Path) -> None:
+    # The last writer to close deletes the store's -wal and -shm, and the confined reader can
+    # create neither: the kernel's host keeps them while the reader may need them.
+    db = tmp_path / "store" / "history.db"
+    adoption = NewEvent(session_id="s", kind=Kind.CONVERSATION, role="user", content="adoption")
+    with EventLog.open(db) as log:
+        log.append(adoption)
+    assert sorted(p.name for p in db.parent.iterdir()) == ["history.db"]
+    with Kernel(db, scratch=tmp_path / "scratch") as kernel:
+        first = kernel.run_cell("print(len(ms.search('adoption')))")
+        assert first.stdout == "1\n", first.error
+        with EventLog.open(db) as log:  # another writer comes and goes while the kernel lives
+            log.append(adoption)
+        assert kernel.run_cell("print(len(ms.search('adoption')))").stdout == "2\n"
+    assert sorted(p.name for p in db.parent.iterdir()) == ["history.db", "payloads"]
+
+
 # -- budgets, each on its own ----------------------------------------------------------------
 
 

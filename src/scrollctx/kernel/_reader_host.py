@@ -12,7 +12,9 @@ dies, or breaks the protocol is killed; the call gets an error that says what ha
 to do, and the next call starts a fresh reader. A reader that cannot be started at all is the
 same: an error for the call, and another try on the next. Under the strict profile a reader
 whose sandbox layers do not all hold is stopped and every call is refused (fail closed), with
-the opt-out named.
+the opt-out named. While it may start a reader it holds an idle connection to the store, so
+the store's ``-wal`` and ``-shm`` exist for the reader to open read-only even when no writer
+has the store open.
 
 A kernel's reader also takes the far end of its worker's *channel* when it starts (``start``'s
 ``channel``), and the worker's later calls go over it, past the host. The deadline then cannot
@@ -32,9 +34,11 @@ import json
 import mmap
 import os
 import shutil
+import sqlite3
 import tempfile
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -139,6 +143,7 @@ class MemoryReader:
         self._booted_at = 0.0
         self._ready = False
         self._ids = itertools.count(1)
+        self._wal_keeper: sqlite3.Connection | None = None
 
     @property
     def pid(self) -> int | None:
@@ -158,6 +163,8 @@ class MemoryReader:
             (self.db_path.parent / "payloads").mkdir(exist_ok=True)
         except OSError:
             pass  # a read-only store: the log cannot write payloads there either
+        if self._wal_keeper is None:
+            self._wal_keeper = _keep_wal_files(self.db_path)
         # Without shared memory for the call clock no watch could bound a call over the channel:
         # the worker's calls then all come through the host.
         fd = channel() if channel is not None and hasattr(os, "memfd_create") else None
@@ -379,6 +386,31 @@ class MemoryReader:
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
+        if self._wal_keeper is not None:
+            self._wal_keeper.close()
+            self._wal_keeper = None
+
+
+def _keep_wal_files(db_path: Path) -> sqlite3.Connection | None:
+    """A host connection to the store that makes SQLite create its ``-wal`` and ``-shm`` and
+    keeps them while it is open.
+
+    The reader may open only files that exist when it starts, and only to read: it can create
+    neither, and the last writer to close the store deletes both (a store ingested and closed
+    has none). An idle connection holds no lock a writer or a checkpoint waits for. None when
+    the file will not open as a database here (the reader then says why).
+    """
+    uri = "file:" + urllib.parse.quote(str(db_path)) + "?mode=rw"  # never creates a store
+    try:
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    except sqlite3.Error:
+        return None
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.Error:
+        conn.close()
+        return None
+    return conn
 
 
 class _ReaderWatch:
