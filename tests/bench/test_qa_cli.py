@@ -254,3 +254,40 @@ def test_a_run_with_error_records_exits_1_with_the_count_and_the_first_error(
     endpoint.respond = beam_model  # the same command again retries them, now successfully
     assert scroll(args) == 0
     assert [s["statuses"] for s in json.loads(capsys.readouterr().out)] == [{"scored": 2}]
+
+
+def test_a_refused_cell_names_bench_run_s_own_opt_out(
+    endpoint: ScriptedModelServer,
+    shared_data: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Strict with Landlock treated as missing (the policy's documented test knob): the agent's
+    # cell is refused, and the refusal names the flag of the command that was run.
+    from scrollctx.agent import _tools
+    from scrollctx.kernel import Kernel, SandboxPolicy
+
+    def without_landlock(*args: Any, **kwargs: Any) -> Kernel:
+        kwargs["sandbox"] = SandboxPolicy(unavailable=frozenset({"landlock"}))
+        return Kernel(*args, **kwargs)
+
+    def recall_then_answer(request: RecordedRequest) -> ScriptedReply:
+        messages = request.body.get("messages", [])
+        if request.body.get("tools") and not any(m["role"] == "tool" for m in messages):
+            recall = {"source": "print(ms.search('sprint'))"}
+            return ScriptedOpenAIServer.tool_calls_reply([("recall_history_python", recall)])
+        return beam_model(request)
+
+    monkeypatch.setattr(_tools, "Kernel", without_landlock)
+    endpoint.respond = recall_then_answer
+    args = ["bench", "run", "--benchmark", "beam", "--size", "100K", "--system", "scroll",
+            "--model", "openai:agent", "--judge-model", "openai:judge", "--limit", "1",
+            "--categories", "abstention", "--data", str(shared_data),
+            "--out", str(tmp_path / "beam.jsonl")]  # fmt: skip
+
+    assert scroll(args) == 0
+    observations = [m["content"] for r in endpoint.requests
+                    for m in r.body.get("messages", []) if m["role"] == "tool"]  # fmt: skip
+    assert observations and all("cell refused" in o for o in observations)
+    assert all("`scroll bench run --sandbox best-effort` (or off)" in o for o in observations)
+    assert not any("scroll exec" in o for o in observations)

@@ -65,6 +65,7 @@ from scrollctx.bench._questions import History, Question, locomo_options
 from scrollctx.bench._summaries import Summarizer, lossy_transform, session_text
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
+from scrollctx.kernel import OPT_OUT
 from scrollctx.view import estimate_tokens
 
 __all__ = ["SYSTEMS", "Attempt", "RunSettings", "System", "get_system", "task_text"]
@@ -102,6 +103,8 @@ class RunSettings:
     tail_groups: int | None = None
     keep_results: int | None = None
     sandbox: str = "strict"
+    opt_out: str = OPT_OUT
+    """How a cell refused for a missing sandbox layer names the opt-out (the command's flag)."""
     cell_timeout: float = 60.0
     options: Mapping[str, Any] = field(default_factory=dict)
     summary_words: int = 600
@@ -246,6 +249,7 @@ class System:
             prompts=settings.prompts,
             trace_dir=self.work_dir / "traces" / self.name,
             agent_id=self.name,
+            opt_out=settings.opt_out,
             **self._agent_parts(),
             **extra,
         )

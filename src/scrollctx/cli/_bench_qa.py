@@ -169,6 +169,7 @@ def run(
         tail_groups=agent["tail_groups"],
         keep_results=agent["keep_results"],
         sandbox=sandbox,
+        opt_out="`scroll bench run --sandbox best-effort` (or off)",
         prompts=prompts,
         base_url=base_url,
     )
