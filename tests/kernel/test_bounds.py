@@ -162,3 +162,57 @@ def test_a_write_the_log_refuses_during_a_cell_is_an_observation_then_an_event(
     recorded = [e for e in log.span(start + 2, log.last_seq()) if e.kind == Kind.SYSTEM]
     assert len(recorded) == 1 and len(recorded[0].metadata["store_errors"]) == 2
     assert "database is locked" in recorded[0].content
+
+
+def test_a_worker_start_the_log_refuses_is_recorded_once_it_works_again(tmp_path: Path) -> None:
+    # The start event of a kernel whose log is locked is kept, not raised: the kernel starts,
+    # cells run, and the refused write is recorded by the first cell after the lock is gone.
+    path = tmp_path / "store" / "history.db"
+    log = EventLog.open(path, lock_timeout=0.2)
+    seed(log)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    start = log.last_seq()
+    try:
+        with Kernel(event_log=log, session_id="k1", scratch=tmp_path / "scratch") as kernel:
+            assert kernel.start().holds
+            assert kernel.run_cell("print(6 * 7)").stdout == "42\n"
+            holder.rollback()
+            assert kernel.run_cell("pass").ok
+        added = log.span(start + 1, log.last_seq())
+        recorded = [e for e in added if "store_errors" in e.metadata]
+        assert len(recorded) == 1 and recorded[0].metadata["store_errors"][0].startswith(
+            "sandbox: "
+        )
+        assert "database is locked" in recorded[0].content
+        assert not any(e.metadata.get("kernel") == "started" for e in added)  # never written
+    finally:
+        holder.close()
+        log.close()
+
+
+def test_the_session_bound_on_logged_bytes_refuses_from_exactly_the_limit(tmp_path: Path) -> None:
+    # A first kernel learns what one call logs (its refusal says); then a bound of exactly that
+    # refuses the second call, and one byte more lets it through.
+    cell = (
+        "for _ in range(2):\n    try:\n        lookup('t', 1)\n        print('ran')\n"
+        "    except ToolCallError as e:\n        print(e)"
+    )
+
+    def second_call(limit: int) -> str:
+        with Kernel(scratch=tmp_path / "scratch", tools=[lookup], session_log_bytes=limit) as k:
+            return k.run_cell(cell).stdout.splitlines()[1]
+
+    refused = second_call(1)
+    one_call = int(refused.split("tool calls that logged ")[1].split(" bytes")[0].replace(",", ""))
+    assert one_call > 1
+    assert f"logged {one_call:,} bytes, over the {one_call:,}-byte limit" in second_call(one_call)
+    assert second_call(one_call + 1) == "ran"
+
+
+def test_stderr_is_cut_at_8000_characters_by_default(shared: Session) -> None:
+    # docs/kernel.md: "stderr is capped at 8,000 the same way" (as stdout at 32,000).
+    result = shared.kernel.run_cell("import sys\nsys.stderr.write('e' * 9_000)")
+    assert (result.stderr, result.stderr_hidden) == ("e" * 8_000, 1_000)
+    result = shared.kernel.run_cell("print('o' * 40_000, end='')")
+    assert (result.stdout, result.stdout_hidden) == ("o" * 32_000, 8_000)
