@@ -241,3 +241,10 @@ def test_duration_covers_the_cell_and_its_wait(shared: Session) -> None:
     quick = shared.kernel.run_cell("pass")
     slow = shared.kernel.run_cell("import time\ntime.sleep(0.2)")
     assert 0 < quick.duration and slow.duration >= 0.2
+
+
+def test_a_cell_s_timeout_is_passed_by_name_only(shared: Session) -> None:
+    # run_cell(source, *, timeout=...): a number after the source is a mistake, not a timeout.
+    assert shared.kernel.run_cell(source="print(2)").stdout == "2\n"
+    with pytest.raises(TypeError):
+        shared.kernel.run_cell("print(1)", 5)  # type: ignore[misc]

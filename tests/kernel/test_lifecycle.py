@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -126,6 +127,23 @@ def test_a_worker_that_cannot_start_raises_worker_crashed(tmp_path: Path) -> Non
     with pytest.raises(WorkerCrashed, match="failed to start"):
         kernel.start()
     kernel.close()
+
+
+def test_a_worker_that_cannot_start_shows_the_last_1500_characters_of_its_output(
+    tmp_path: Path,
+) -> None:
+    # An interpreter stand-in that writes 3,500 characters and exits: the error ends with the
+    # last 1,500 of them, exactly (no sandbox layer: the stand-in lives outside what one shows).
+    noisy = tmp_path / "noisy-python"
+    noisy.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.stderr.write('e' * 2000 + 'x' * 1500)\nsys.exit(3)\n"
+    )
+    noisy.chmod(0o755)
+    kernel = Kernel(scratch=tmp_path / "scratch", python=str(noisy), sandbox="off")
+    with pytest.raises(WorkerCrashed, match="failed to start") as failed:
+        kernel.start()
+    kernel.close()
+    assert f"its output ended with: {'x' * 1500!r}" in str(failed.value)
 
 
 def test_worker_exits_when_the_host_goes_away_despite_threads_left_running(

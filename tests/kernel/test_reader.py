@@ -449,8 +449,16 @@ def test_a_reply_over_the_reply_limit_is_an_error_saying_so(store: EventLog) -> 
         reader.close()
 
 
-def test_a_cell_timeout_interrupts_its_ms_call_and_keeps_the_namespace(tmp_path: Path) -> None:
-    session = open_session(tmp_path, timeout=0.5, grace=2.0, budgets=Budgets(seconds=30.0))
+@pytest.mark.parametrize(
+    "over_channel", [True, False], ids=["over-the-channel", "through-the-host"]
+)
+def test_a_cell_timeout_interrupts_its_ms_call_and_keeps_the_namespace(
+    tmp_path: Path, over_channel: bool
+) -> None:
+    # Through the host: the kernel's first ms call (it starts the reader), which the host
+    # interrupts at the cell's deadline and then gives the cell its grace to stop.
+    session = open_session(tmp_path, start_reader=over_channel, timeout=0.5, grace=2.0,
+                           budgets=Budgets(seconds=30.0))  # fmt: skip
     try:
         session.kernel.run_cell("kept = 'yes'")
         result = session.kernel.run_cell(f"ms.sql_query({_FOREVER!r})")
