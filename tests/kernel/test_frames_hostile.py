@@ -133,8 +133,9 @@ def test_a_hidden_count_that_is_not_a_count_is_a_protocol_violation(
         ("{'op': 'result', 'notes': 'xyz'}", "malformed notes"),
         ("{'op': 'result', 'notes': [1, 2]}", "malformed notes"),
         ("{'op': 'exec', 'code': 'import os'}", "unexpected frame op 'exec'"),
+        ("{'op': 'x' * 5000}", f"unexpected frame op {'x' * 40!r} during a cell"),
     ],
-    ids=["stdout-int", "error-list", "notes-str", "notes-ints", "unknown-op"],
+    ids=["stdout-int", "error-list", "notes-str", "notes-ints", "unknown-op", "long-op"],
 )
 def test_a_result_frame_of_the_wrong_shape_is_a_protocol_violation(
     own: Session, body: str, reason: str
