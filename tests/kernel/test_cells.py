@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -248,3 +249,34 @@ def test_a_cell_s_timeout_is_passed_by_name_only(shared: Session) -> None:
     assert shared.kernel.run_cell(source="print(2)").stdout == "2\n"
     with pytest.raises(TypeError):
         shared.kernel.run_cell("print(1)", 5)  # type: ignore[misc]
+
+
+def test_a_cell_may_make_500_tool_calls_by_default_and_no_more(tmp_path: Path) -> None:
+    cell = (
+        "made = refused = 0\nfor i in range(501):\n    try:\n        lookup('t', 1)\n"
+        "        made += 1\n    except ToolCallError:\n        refused += 1\nprint(made, refused)"
+    )
+    with Kernel(scratch=tmp_path / "scratch", tools=[lookup]) as kernel:
+        assert kernel.run_cell(cell).stdout == "500 1\n"
+
+
+def test_a_lost_cell_s_duration_is_the_time_it_took(shared: Session) -> None:
+    started = time.monotonic()
+    result = shared.kernel.run_cell("import os\nos._exit(3)")
+    took = time.monotonic() - started
+    assert result.namespace_lost and 0 < result.duration <= took
+
+
+def test_a_cell_calling_tools_without_pause_is_still_interrupted_at_its_timeout(
+    tmp_path: Path,
+) -> None:
+    # The host answers each call and then waits for the next frame only until the deadline: a
+    # cell that keeps it busy with calls is interrupted at its timeout all the same.
+    cell = (
+        "import time\nends = time.monotonic() + 20\nwhile time.monotonic() < ends:\n"
+        "    try:\n        lookup('t', 1)\n    except ToolCallError:\n        pass\n"
+        "print('ran to the end')"
+    )
+    with Kernel(scratch=tmp_path / "scratch", tools=[lookup], timeout=0.5) as kernel:
+        result = kernel.run_cell(cell)
+    assert result.interrupted and result.stdout == "", result.stdout

@@ -113,7 +113,7 @@ def test_every_field_of_a_forged_result_is_capped(own: Session) -> None:
 
 @pytest.mark.parametrize(
     ("field", "count"),
-    [("stdout_hidden", bad) for bad in ("-1", "1.5", "'3'", "True", "2**70")]
+    [("stdout_hidden", bad) for bad in ("-1", "1.5", "'3'", "True", "2**70", "2**63")]
     + [("stderr_hidden", "-1")],
 )
 def test_a_hidden_count_that_is_not_a_count_is_a_protocol_violation(

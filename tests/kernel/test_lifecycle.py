@@ -14,7 +14,7 @@ from kernel_helpers import Session, assert_worker_dies_with_killed_host
 
 from scrollctx.errors import WorkerCrashed
 from scrollctx.kernel import NAMESPACE_LOST, Kernel, render_observation
-from scrollctx.log import Kind
+from scrollctx.log import EventLog, Kind
 
 
 def _system_events(session: Session) -> list[str]:
@@ -121,6 +121,24 @@ def test_close_stops_the_worker_and_removes_its_own_scratch(tmp_path: Path) -> N
         os.kill(pid or 0, 0)
 
 
+def test_close_twice_or_after_the_scratch_is_gone_is_quiet(tmp_path: Path) -> None:
+    kernel = Kernel()
+    kernel.start()
+    scratch = kernel.scratch
+    kernel.close()
+    kernel.close()  # a with-block's exit after an explicit close
+    assert not scratch.exists()
+
+
+def test_only_the_store_path_may_be_passed_by_position(tmp_path: Path) -> None:
+    store = tmp_path / "store" / "history.db"
+    with EventLog.open(store) as log:
+        with Kernel(db_path=store, scratch=tmp_path / "a") as by_name:
+            assert by_name.db_path == store.resolve()
+        with pytest.raises(TypeError):
+            Kernel(store, log)  # type: ignore[misc]
+
+
 def test_a_worker_that_cannot_start_raises_worker_crashed(tmp_path: Path) -> None:
     # /bin/false is a real interpreter stand-in that exits at once: start-up must fail loudly.
     kernel = Kernel(scratch=tmp_path / "scratch", python="/bin/false")
@@ -141,6 +159,26 @@ def test_a_worker_that_cannot_start_shows_the_last_1500_characters_of_its_output
     noisy.chmod(0o755)
     kernel = Kernel(scratch=tmp_path / "scratch", python=str(noisy), sandbox="off")
     with pytest.raises(WorkerCrashed, match="failed to start") as failed:
+        kernel.start()
+    kernel.close()
+    assert f"its output ended with: {'x' * 1500!r}" in str(failed.value)
+
+
+def test_a_worker_that_answers_boot_with_something_else_shows_its_output(
+    tmp_path: Path,
+) -> None:
+    # A stand-in that writes 3,500 characters, then a well-formed frame that is not "ready".
+    impostor = tmp_path / "impostor-python"
+    impostor.write_text(
+        f"#!{sys.executable}\nimport os, struct, sys\n"
+        "fd = int(sys.argv[sys.argv.index('--fd-out') + 1])\n"
+        "sys.stderr.write('e' * 2000 + 'x' * 1500)\nsys.stderr.flush()\n"
+        'body = b\'{"op": "hello"}\'\n'
+        "os.write(fd, struct.pack('>IQ', len(body), 0) + body)\nsys.exit(0)\n"
+    )
+    impostor.chmod(0o755)
+    kernel = Kernel(scratch=tmp_path / "scratch", python=str(impostor), sandbox="off")
+    with pytest.raises(WorkerCrashed, match="did not report ready") as failed:
         kernel.start()
     kernel.close()
     assert f"its output ended with: {'x' * 1500!r}" in str(failed.value)
