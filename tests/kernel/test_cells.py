@@ -9,7 +9,15 @@ import pytest
 from kernel_helpers import WORKER, Session, lookup
 
 from scrollctx.errors import UsageError
-from scrollctx.kernel import CellResult, DigestEntry, Kernel, render_digest, render_observation
+from scrollctx.kernel import (
+    CellResult,
+    DigestEntry,
+    Kernel,
+    Limits,
+    SandboxPolicy,
+    render_digest,
+    render_observation,
+)
 from scrollctx.kernel._frames import MAX_FRAME
 
 
@@ -280,3 +288,44 @@ def test_a_cell_calling_tools_without_pause_is_still_interrupted_at_its_timeout(
     with Kernel(scratch=tmp_path / "scratch", tools=[lookup], timeout=0.5) as kernel:
         result = kernel.run_cell(cell)
     assert result.interrupted and result.stdout == "", result.stdout
+
+
+def test_start_reader_says_false_when_no_store_is_bound(tmp_path: Path) -> None:
+    with Kernel(scratch=tmp_path / "scratch") as kernel:
+        assert kernel.reader is None and kernel.start_reader() is False
+
+
+def test_a_tool_call_up_to_the_input_limit_is_read_whatever_the_result_limit(
+    tmp_path: Path,
+) -> None:
+    # The largest frame the host reads leaves room for a call's envelope above max_tool_input,
+    # here far above what a result frame may take.
+    def length(text: str) -> int:
+        """Return the length of ``text``."""
+        return len(text)
+
+    limit = 1_000_000
+    with Kernel(scratch=tmp_path / "scratch", tools=[length], max_tool_input=limit) as kernel:
+        assert kernel.frame_limit > limit
+        result = kernel.run_cell(f"print(length('a' * {limit - 200}))")
+    assert result.stdout == f"{limit - 200}\n" and not result.namespace_lost, result.error
+
+
+def test_cpu_a_cell_uses_is_not_counted_against_the_idle_budget(tmp_path: Path) -> None:
+    # The idle budget is for CPU used while no cell runs; a cell's own CPU is its timeout's.
+    policy = SandboxPolicy(limits=Limits(idle_cpu=0.5))
+    cell = (
+        "import time\nends = time.process_time() + 1.5\nwhile time.process_time() < ends:\n    pass"
+    )
+    with Kernel(scratch=tmp_path / "scratch", sandbox=policy) as kernel:
+        result = kernel.run_cell(cell + "\nprint('done')")
+    assert result.stdout == "done\n" and not result.namespace_lost, result.error
+
+
+def test_a_worker_that_dies_in_a_cell_shows_the_last_1500_characters_of_its_output(
+    shared: Session,
+) -> None:
+    cell = "import os\nos.write(2, b'e' * 2000 + b'x' * 1500)\nos._exit(3)"
+    result = shared.kernel.run_cell(cell)
+    assert result.namespace_lost and result.error is not None
+    assert "its last output (untrusted) was:\n" + "x" * 1500 + "; a fresh" in result.error

@@ -291,9 +291,12 @@ def test_a_killed_reader_is_replaced_for_the_next_call(shared: Session) -> None:
     died = shared.kernel.run_cell("ms.search('adoption')")
     assert died.error is not None and "the memory reader was killed" in died.error
     assert "narrow it" in died.error and not died.namespace_lost
+    start = shared.log.last_seq()
     again = shared.kernel.run_cell("print(len(ms.search('adoption')))")
     assert again.stdout == "1\n" and reader.pid not in (None, first)
     assert reader.restarts == restarts + 1
+    logged = [e.content for e in shared.log.span(start + 1, shared.log.last_seq())]
+    assert [c.split(" (")[0] for c in logged] == ["memory reader restarted"]
 
 
 def test_the_reader_is_confined_and_its_layers_are_logged(shared: Session) -> None:
