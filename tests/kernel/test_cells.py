@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kernel_helpers import WORKER, Session, lookup
+from kernel_helpers import WORKER, Session, big_blob, lookup
 
 from scrollctx.errors import UsageError
 from scrollctx.kernel import (
@@ -290,9 +290,19 @@ def test_a_cell_calling_tools_without_pause_is_still_interrupted_at_its_timeout(
     assert result.interrupted and result.stdout == "", result.stdout
 
 
-def test_start_reader_says_false_when_no_store_is_bound(tmp_path: Path) -> None:
+def test_start_reader_says_whether_ms_is_bound(shared: Session, tmp_path: Path) -> None:
+    assert shared.kernel.start_reader() is True  # already running: the answer stands
     with Kernel(scratch=tmp_path / "scratch") as kernel:
         assert kernel.reader is None and kernel.start_reader() is False
+
+
+def test_the_default_session_bound_on_logged_bytes_is_far_above_a_megabyte(
+    tmp_path: Path,
+) -> None:
+    cell = "for _ in range(5):\n    big_blob(300_000)\nprint('ran')"
+    with Kernel(scratch=tmp_path / "scratch", tools=[big_blob]) as kernel:
+        first, second = kernel.run_cell(cell), kernel.run_cell(cell)
+    assert (first.stdout, second.stdout) == ("ran\n", "ran\n"), second.error
 
 
 def test_a_tool_call_up_to_the_input_limit_is_read_whatever_the_result_limit(

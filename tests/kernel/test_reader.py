@@ -193,6 +193,7 @@ def test_the_first_ms_call_in_a_cell_starts_the_reader(tmp_path: Path) -> None:
         )
         result = kernel.run_cell("print(len(ms.search('adoption')))")
         assert result.stdout == "1\n", result.error
+        assert not result.interrupted and not result.timed_out  # a call in time is not cut
         assert reader.pid is not None and _readers_of_this_host() == before | {reader.pid}
         assert kernel.ms_state == "bound" and reader.status is not None and reader.status.holds
         logged = [e for e in session.log.session_events("k1") if "memory_reader" in e.metadata]
