@@ -121,10 +121,12 @@ def test_a_region_cut_mid_exchange_gives_up_only_what_it_must(view_log: EventLog
 
 
 @pytest.mark.parametrize("where", ["before", "inside"])
-def test_folds_that_reach_the_target_exactly_evict_nothing(view_log: EventLog, where: str) -> None:
+def test_after_folds_a_span_leaves_only_if_the_view_is_still_over(
+    view_log: EventLog, where: str
+) -> None:
     # Tool results folded before the active request (a new request follows them) or inside
     # it (one long request, where only the second pass may act): when folding brings the view
-    # to exactly rho*C, no group leaves.
+    # to exactly rho*C, no group leaves; when it leaves the view one token over, a span does.
     view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
     session = Session(view)
     session.user(5)
@@ -144,6 +146,10 @@ def test_folds_that_reach_the_target_exactly_evict_nothing(view_log: EventLog, w
     report = exactly.ensure_budget()
     assert report.folded == folded.folded and not report.evicted
     assert report.tokens_after == folded.tokens_after == exactly.target
+    over = WorkingView.restore(view_log, "s", "", budget_tokens=folded.tokens_after - 1, **loose)
+    report = over.ensure_budget()
+    assert report.folded == folded.folded and report.evicted
+    assert report.tokens_after <= over.target
 
 
 def test_a_call_still_awaiting_a_result_keeps_its_group_live(view_log: EventLog) -> None:
