@@ -360,6 +360,9 @@ def test_settings_are_validated(view_log: EventLog) -> None:
         ({"budget_tokens": 10, "rho": 0}, r"rho must be in \(0, 1\], got 0"),
         ({"budget_tokens": 10, "rho": 1.01}, r"rho must be in \(0, 1\], got 1.01"),
         ({"budget_tokens": 10, "k": 2}, r"k must be at least 3"),
+        ({"budget_tokens": 10, "evict_to": 0}, r"evict_to must be in \(0, rho=0.8\], got 0"),
+        ({"budget_tokens": 10, "tail_groups": -1}, r"must be >= 0, got -1 and 3"),
+        ({"budget_tokens": 10, "keep_results": -1}, r"must be >= 0, got 2 and -1"),
     ):
         with pytest.raises(UsageError, match=message):
             WorkingView(view_log, "s", **bad)
@@ -378,6 +381,44 @@ def test_evicting_further_down_evicts_less_often(fast_dir: Path) -> None:
     assert 0 < counts[1] < counts[0]
     with EventLog.open(fast_dir / "unused.db") as log, pytest.raises(UsageError, match="evict_to"):
         WorkingView(log, "s", budget_tokens=100, rho=0.5, evict_to=0.6)
+
+
+def test_evict_to_evicts_down_to_that_share_of_the_window_not_further(
+    view_log: EventLog,
+) -> None:
+    # Forty exchanges over rho*C: the view goes down to evict_to*C, taking the oldest
+    # exchanges only until it fits there (not everything the protected tail lets go).
+    view = WorkingView(view_log, "s", "", budget_tokens=10_000, evict_to=0.5)
+    session = Session(view)
+    for _ in range(40):
+        session.user(4)
+        session.reply(200)
+    session.persist()
+    assert view.tokens > view.target
+    report = view.ensure_budget()
+    low = 0.5 * view.budget_tokens
+    assert report.evicted and low / 2 < report.tokens_after <= low
+
+
+def test_a_view_whose_every_turn_left_is_live_from_after_the_last_evicted_seq(
+    view_log: EventLog,
+) -> None:
+    # With no real request and nothing protected every turn may leave. The view state then
+    # says the live part starts after the last evicted seq (ms.index()'s view_state), and a
+    # restart rebuilds a view with no live turn.
+    view = WorkingView(
+        view_log, "s", "", budget_tokens=1000, rho=0.5, tail_groups=0, keep_results=0
+    )
+    session = Session(view)
+    for _ in range(3):
+        session.reply(150)
+    session.persist()
+    evicted = {t.seq for t in view.turns}
+    assert view.ensure_budget().evicted and view.turns == []
+    state = view.index_data()["view_state"]
+    assert state["live_from"] == max(evicted) + 1
+    assert load_index(view_log, "s")["view_state"] == state
+    assert WorkingView.restore(view_log, "s", "", budget_tokens=1000).turns == []
 
 
 def test_restore_after_a_crash_between_a_call_and_its_result(view_log: EventLog) -> None:
@@ -440,6 +481,8 @@ def test_counters_an_index_event_lacks_restore_as_zero(view_log: EventLog) -> No
     view_log.append(NewEvent(session_id="s", kind=INDEX_KIND, metadata=data))
     metrics = WorkingView.restore(view_log, "s", budget_tokens=5000).metrics
     assert (metrics.evictions, metrics.rollups, metrics.folds, metrics.evicted_turns) == (0,) * 4
+    assert (metrics.assistant_turns, metrics.headlined_turns) == (0, 0)
+    assert metrics.headline_compliance is None  # no response counted yet, not 0 of 1
 
 
 def _anchors(view: WorkingView) -> dict[int, str]:
