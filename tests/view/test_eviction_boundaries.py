@@ -177,3 +177,59 @@ def test_a_call_still_awaiting_a_result_keeps_its_group_live(view_log: EventLog)
         else:
             assert not pending, "a tool call lost its result"
             pending = [call["id"] for call in message.get("tool_calls") or []]
+
+
+def test_by_default_the_last_two_groups_stay(view_log: EventLog) -> None:
+    # One long request answered by six replies (no tool results, so keep_results plays no
+    # part): at two thirds of its size (the request, its last two replies and the index fit
+    # the window, not rho of it) the second pass evicts inside the request, which stays
+    # pinned, and the last two groups (tail_groups' default) stay live.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
+    session = Session(view)
+    session.user(5)
+    for _ in range(6):
+        session.reply(100)
+    session.persist()
+    seqs = [t.seq for t in view.turns]
+    tight = WorkingView.restore(view_log, "s", "", budget_tokens=view.tokens * 2 // 3)
+    tight.ensure_budget()
+    assert [t.seq for t in tight.turns] == [seqs[0], *seqs[-2:]]
+
+
+def test_a_region_cut_mid_exchange_still_evicts_whole_exchanges_before_the_cut(
+    view_log: EventLog,
+) -> None:
+    # The protected tail (two groups) starts inside the second exchange, so the region may
+    # end mid-exchange, but only after its last whole exchange: the long first request is
+    # evicted with its answer, not alone, though the request alone would make the view fit.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
+    session = Session(view)
+    session.user(300)
+    session.reply(5)
+    session.user(5)
+    session.reply(5)
+    session.user(5)
+    session.persist()
+    first, answer = (t.seq for t in view.turns[:2])
+    kept = {"rho": 1.0, "tail_groups": 2, "keep_results": 0}
+    view = WorkingView.restore(view_log, "s", "", budget_tokens=view.tokens - 5, **kept)
+    report = view.ensure_budget()
+    assert report.evicted == [(first, answer)] and report.evicted_turns == 2
+
+
+def test_without_an_index_an_exchange_that_fits_exactly_leaves_alone(view_log: EventLog) -> None:
+    # With no index an evicted span adds nothing to the view, so when evicting the oldest
+    # exchange brings the view to exactly rho*C, that exchange is all that leaves.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
+    session = Session(view)
+    for _ in range(4):
+        session.user(20)
+        session.reply(40)
+    session.persist()
+    first = view.turns[:2]
+    exchange = sum(t.tokens for t in first)
+    loose = {"rho": 1.0, "tail_groups": 0, "keep_results": 0, "with_index": False}
+    exactly = WorkingView.restore(view_log, "s", "", budget_tokens=view.tokens - exchange, **loose)
+    report = exactly.ensure_budget()
+    assert report.evicted == [(first[0].seq, first[1].seq)]
+    assert report.tokens_after == exactly.target
