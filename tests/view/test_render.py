@@ -9,7 +9,7 @@ import pytest
 
 from scrollctx.errors import UsageError
 from scrollctx.log import EventLog
-from scrollctx.view import WorkingView
+from scrollctx.view import DIGEST_HEADER, WorkingView
 
 OPENAI_TURNS: list[dict[str, Any]] = [
     {"role": "user", "content": "How many rows mention Caroline?"},
@@ -188,6 +188,42 @@ def test_clearing_the_digest_gives_its_tokens_back(view_log: EventLog) -> None:
     assert view.tokens == without == view.build("openai").tokens
 
 
+def test_openai_parts_name_each_part_and_the_digest_only_when_there_is_one(
+    view_log: EventLog,
+) -> None:
+    view = _view(view_log)
+    for message in OPENAI_TURNS:
+        view.append(message)
+    view.set_digest("trip: dict 3 keys")
+    parts = view.openai_parts()
+    assert [kind for kind, _, _ in parts] == ["turn"] * len(OPENAI_TURNS) + ["digest"]
+    assert [turn for _, _, turn in parts[:-1]] == view.turns
+    assert parts[-1] == (
+        "digest",
+        {"role": "user", "content": DIGEST_HEADER + "trip: dict 3 keys"},
+        None,
+    )
+    view.set_digest("")
+    assert [kind for kind, _, _ in view.openai_parts()] == ["turn"] * len(OPENAI_TURNS)
+
+
+def test_a_build_reports_its_time_in_milliseconds(
+    view_log: EventLog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A scripted clock (the build reads it twice): a build that took a quarter of a second
+    # reports 250 ms, on the request and in the metrics.
+    from types import SimpleNamespace
+
+    from scrollctx.view import _working
+
+    view = _view(view_log)
+    view.append(OPENAI_TURNS[0])
+    readings = iter([10.0, 10.25])
+    monkeypatch.setattr(_working, "time", SimpleNamespace(perf_counter=lambda: next(readings)))
+    built = view.build("openai")
+    assert built.build_ms == pytest.approx(250.0) == view.metrics.last_build_ms
+
+
 def test_tool_results_and_a_user_interjection_merge_results_first(view_log: EventLog) -> None:
     view = _view(view_log)
     for message in OPENAI_TURNS[:4]:
@@ -207,6 +243,8 @@ def test_a_tool_result_needs_its_call(view_log: EventLog) -> None:
         view.add({"role": "user", "content": "interrupt"})
     with pytest.raises(UsageError, match="must ascend"):
         view.add({"role": "tool", "tool_call_id": "call_1", "content": "1"}, seq=1)
+    with pytest.raises(UsageError, match="must ascend after the view's last seq 2"):
+        view.add({"role": "tool", "tool_call_id": "call_1", "content": "1"}, seq=2)
     assert [t.role for t in view.turns] == ["user", "assistant"]
     assert view_log.count() == 2
 
