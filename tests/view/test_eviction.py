@@ -472,6 +472,35 @@ def test_an_index_event_with_a_bad_view_state_is_an_integrity_error(view_log: Ev
             read()
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"tiers": None},  # TypeError
+        {"k": "four"},  # ValueError
+        {"counters": []},  # AttributeError
+    ],
+    ids=["tiers", "k", "counters"],
+)
+def test_every_reader_of_a_malformed_index_event_raises_an_integrity_error(
+    view_log: EventLog, damage: dict[str, Any]
+) -> None:
+    from scrollctx.errors import IntegrityError
+
+    view = WorkingView(view_log, "s", "", budget_tokens=5000)
+    view.append({"role": "user", "content": "hello"})
+    state = {"live_from": 1, "pinned": [], "folded": []}
+    metadata = view.index.to_data(state) | damage
+    view_log.append(NewEvent(session_id="s", kind=INDEX_KIND, metadata=metadata))
+    view.append({"role": "assistant", "content": "hi"})
+    for read in (
+        lambda: WorkingView.restore(view_log, "s", budget_tokens=5000),
+        lambda: live_seqs(view_log, "s", before_seq=4),
+        lambda: list(WorkingView.replay(view_log, "s", budget_tokens=5000)),
+    ):
+        with pytest.raises(IntegrityError, match="eviction index at seq 2 is malformed"):
+            read()
+
+
 def test_counters_an_index_event_lacks_restore_as_zero(view_log: EventLog) -> None:
     # An index written by an older version, or handed over, may lack a counter.
     view = WorkingView(view_log, "s", "", budget_tokens=5000)

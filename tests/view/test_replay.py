@@ -112,6 +112,11 @@ def test_replay_yields_every_call_as_it_was_sent(view_log: EventLog) -> None:
     histories = [s.history_tokens for s in snapshots]
     assert histories == sorted(histories) and histories[-1] > 3 * max(s.tokens for s in snapshots)
     assert all(s.tokens <= s.history_tokens for s in snapshots)
+    named = WorkingView.replay(
+        log=view_log, session_id="s1", system_prompt=SYSTEM, budget_tokens=BUDGET,
+        digest_of=lambda e: digests[e.seq],
+    )  # fmt: skip
+    assert list(named) == snapshots  # every argument by name, as restore takes them
 
 
 def test_replay_reads_a_long_log_page_by_page_without_missing_a_seq(view_log: EventLog) -> None:
