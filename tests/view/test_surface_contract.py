@@ -77,6 +77,34 @@ def _check(ms: MemorySurface, data: dict[str, Any]) -> None:
         assert row["content"].startswith("row 00000")
 
 
+def test_load_index_resolves_references_only_to_index_events_of_the_same_session(
+    fast_dir: Path,
+) -> None:
+    # A forged index of session s2 that points at an inline block of the simulation's latest
+    # index event: another session's block does not resolve, nor does a same-session event
+    # that is not an index event.
+    path = fast_dir / "history.db"
+    with EventLog.open(path) as log:
+        simulate(log, steps=30, output_kb=1, budget=4000, k=3)
+        other = _latest_stored(log, "simulation")
+        (row,) = log.execute(
+            "SELECT seq FROM conversation_history WHERE kind = ? ORDER BY seq DESC LIMIT 1",
+            (INDEX_KIND,),
+        )
+        (inline,) = [
+            [row["seq"], tier["tier"], position]
+            for tier in other["tiers"]
+            for position, block in enumerate(tier["blocks"])
+            if STORED_AT not in block
+        ]
+        plain = log.append(NewEvent(session_id="s2", kind="user_message", metadata=other))
+        for where in (inline, [plain, inline[1], inline[2]]):
+            forged = {**other, "tiers": [{"tier": 0, "blocks": [{STORED_AT: where}]}]}
+            log.append(NewEvent(session_id="s2", kind=INDEX_KIND, metadata=forged))
+            with pytest.raises(IntegrityError, match="malformed"):
+                load_index(log, "s2")
+
+
 def test_load_index_is_what_ms_index_returns(fast_dir: Path) -> None:
     path = fast_dir / "history.db"
     with EventLog.open(path) as log:
