@@ -595,6 +595,34 @@ def test_metrics_record_each_eviction_and_every_call(view_log: EventLog) -> None
     assert metrics["headline_compliance"] == 0.5
 
 
+def test_headline_compliance_is_the_share_of_responses_with_a_headline(
+    view_log: EventLog,
+) -> None:
+    view = WorkingView(view_log, "s", "", budget_tokens=100_000)
+    session = Session(view)
+    session.user(5)
+    session.reply(5, headline=True)
+    session.reply(5, headline=False)
+    session.reply(5, headline=False)
+    assert (view.metrics.assistant_turns, view.metrics.headlined_turns) == (3, 1)
+    assert view.metrics.headline_compliance == pytest.approx(1 / 3)
+
+
+def test_the_index_counts_the_events_it_evicted(view_log: EventLog) -> None:
+    # What the inspector shows as "events evicted": one per view event that entered the index.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
+    session = Session(view)
+    for _ in range(4):
+        session.user(20)
+        session.reply(40)
+    session.persist()
+    loose = {"rho": 1.0, "tail_groups": 0, "keep_results": 0}
+    evicting = WorkingView.restore(view_log, "s", "", budget_tokens=view.tokens - 10, **loose)
+    report = evicting.ensure_budget()
+    assert report.evicted_turns >= 2
+    assert evicting.index_data()["counters"]["evicted_events"] == report.evicted_turns
+
+
 def test_rows_without_a_headline_keep_a_persisted_extractive_label(fast_dir: Path) -> None:
     # #7837: every row without a headline (user rows included) carries a label written with
     # the row; the index uses it, and it survives reopening the file.
