@@ -219,7 +219,8 @@ def test_a_region_cut_mid_exchange_still_evicts_whole_exchanges_before_the_cut(
 
 def test_without_an_index_an_exchange_that_fits_exactly_leaves_alone(view_log: EventLog) -> None:
     # With no index an evicted span adds nothing to the view, so when evicting the oldest
-    # exchange brings the view to exactly rho*C, that exchange is all that leaves.
+    # exchange brings the view to exactly rho*C, that exchange is all that leaves; one token
+    # less, and the next exchange leaves with it, in the same span (one eviction).
     view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
     session = Session(view)
     for _ in range(4):
@@ -229,7 +230,13 @@ def test_without_an_index_an_exchange_that_fits_exactly_leaves_alone(view_log: E
     first = view.turns[:2]
     exchange = sum(t.tokens for t in first)
     loose = {"rho": 1.0, "tail_groups": 0, "keep_results": 0, "with_index": False}
+    loose["before_seq"] = view_log.last_seq() + 1  # each view starts from the same log
     exactly = WorkingView.restore(view_log, "s", "", budget_tokens=view.tokens - exchange, **loose)
     report = exactly.ensure_budget()
     assert report.evicted == [(first[0].seq, first[1].seq)]
     assert report.tokens_after == exactly.target
+    budget = exactly.target - 1
+    over = WorkingView.restore(view_log, "s", "", budget_tokens=budget, **loose)
+    report = over.ensure_budget()
+    assert report.evicted == [(first[0].seq, view.turns[3].seq)]
+    assert over.metrics.evictions == 1 and report.tokens_after <= over.target
