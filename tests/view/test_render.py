@@ -283,6 +283,39 @@ def test_events_carry_kind_headline_and_tool_fields(view_log: EventLog) -> None:
     assert (result.kind, result.tool_call_id, result.content) == ("tool_result", "call_1", "1")
 
 
+def test_every_seq_of_a_split_message_must_come_after_the_view(view_log: EventLog) -> None:
+    # An Anthropic user message of a tool result and a text splits into two turns; seqs that
+    # start at the view's last turn are refused though the second one is new.
+    from scrollctx.view import split_message
+
+    view = _view(view_log)
+    for message in ANTHROPIC_TURNS[:2]:
+        view.append(message, provider="anthropic")
+    last = view.turns[-1].seq
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "AA231"},
+            {"type": "text", "text": "And the hotel?"},
+        ],
+    }
+    turns = split_message(message, "anthropic")
+    seqs = view_log.append_many(turn.to_event("s1") for turn in turns)
+    with pytest.raises(UsageError, match=f"must ascend after the view's last seq {last}"):
+        view.add(message, provider="anthropic", seq=[last, seqs[-1]])
+    assert (
+        view.add(message, provider="anthropic", seq=seqs)
+        and [t.seq for t in view.turns][-2:] == seqs
+    )
+
+
+def test_messages_can_be_added_by_name(view_log: EventLog) -> None:
+    view = _view(view_log)
+    assert view.append(message=OPENAI_TURNS[0], provider="openai") == [1]
+    (turn,) = view.add(message=OPENAI_TURNS[1], provider="openai")
+    assert view.persist() == [2] and turn.seq == 2
+
+
 def test_seqs_must_be_view_events_of_the_session(view_log: EventLog) -> None:
     from scrollctx.log import NewEvent
     from scrollctx.view import split_message
