@@ -309,6 +309,18 @@ def test_every_seq_of_a_split_message_must_come_after_the_view(view_log: EventLo
     )
 
 
+def test_an_empty_view_refuses_seqs_below_one_as_out_of_order(view_log: EventLog) -> None:
+    # Seqs start at 1: on an empty view the bound is 0, and seq 0 is refused by it (not
+    # looked up in the log).
+    view = _view(view_log)
+    for seq in (0, -3):
+        with pytest.raises(
+            UsageError, match=rf"seqs \[{seq}\] must ascend after the view's last seq 0"
+        ):
+            view.add(OPENAI_TURNS[0], seq=seq)
+    assert view.turns == []
+
+
 def test_messages_can_be_added_by_name(view_log: EventLog) -> None:
     view = _view(view_log)
     assert view.append(message=OPENAI_TURNS[0], provider="openai") == [1]
