@@ -348,6 +348,9 @@ def test_index_write_failure_leaves_the_view_unchanged(fast_dir: Path) -> None:
 
 def test_usage_calibration_changes_the_trigger(view_log: EventLog) -> None:
     view, _ = _long_session(view_log, 10, budget_tokens=100_000)
+    tokens = view.tokens
+    view.observe_usage(tokens * 2)  # before any build: nothing sent to compare it with
+    assert view.counter.samples == 0 and view.tokens == tokens
     built = view.build("openai")
     assert view.metrics.calls == 1 and view.metrics.call_tokens == [built.tokens]
     view.observe_usage(built.tokens * 2)

@@ -328,6 +328,16 @@ def test_messages_can_be_added_by_name(view_log: EventLog) -> None:
     assert view.persist() == [2] and turn.seq == 2
 
 
+def test_a_user_message_added_without_a_flag_is_a_real_request(view_log: EventLog) -> None:
+    # add, like append, takes a user message as the user's own unless told it is a nudge.
+    view = _view(view_log)
+    (request,) = view.add({"role": "user", "content": "Plan a trip."})
+    (nudge,) = view.add({"role": "user", "content": "Go on."}, synthetic=True)
+    assert request.is_real_user and not nudge.is_real_user
+    view.append({"role": "user", "content": "And book it."})
+    assert view.turns[-1].is_real_user
+
+
 def test_seqs_must_be_view_events_of_the_session(view_log: EventLog) -> None:
     from scrollctx.log import NewEvent
     from scrollctx.view import split_message
