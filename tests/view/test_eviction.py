@@ -264,6 +264,43 @@ def test_folding_comes_before_eviction_and_only_when_smaller(view_log: EventLog)
     assert not small.folded
 
 
+def test_a_tool_result_is_folded_only_if_its_stub_costs_fewer_tokens(view_log: EventLog) -> None:
+    # Counted in words, tool results of 40 to 90 words straddle the size of their stub (a
+    # fixed pointer plus a preview of bounded length): those whose stub costs as much as the
+    # result or more stay as they are, the others fold, and the report names their seqs.
+    from scrollctx.view._eviction import fold_stub
+    from scrollctx.view.tokens import MESSAGE_OVERHEAD
+
+    counter = TokenCounter(lambda text: text.split())
+    view = WorkingView(
+        view_log, "s", "", budget_tokens=1_000_000, counter=counter, tail_groups=0,
+        keep_results=0,
+    )  # fmt: skip
+    for words in range(40, 91, 2):
+        view.append({"role": "user", "content": "next"})
+        view.append(_call(f"c{words}"))
+        view.append({"role": "tool", "tool_call_id": f"c{words}", "content": "x " * words})
+    view.append({"role": "user", "content": "done?"})
+    results = [t for t in view.turns if t.role == "tool"]
+    stubs = {t.seq: counter.raw(fold_stub(t)) + MESSAGE_OVERHEAD for t in results}
+    assert any(stubs[t.seq] == t.tokens for t in results)  # the boundary is among them
+    smaller = [t.seq for t in results if stubs[t.seq] < t.tokens]
+    assert 0 < len(smaller) < len(results)
+    view.budget_tokens = int(view.tokens / view.rho) - 1
+    report = view.ensure_budget()
+    assert report.folded == smaller and not report.evicted
+    assert [t.seq for t in view.turns if t.folded] == smaller
+
+
+def _call(call_id: str) -> dict[str, Any]:
+    function = {"name": "repl_exec", "arguments": "{}"}
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+    }
+
+
 def _fail_inserts(path: Path, where: str) -> None:
     conn = sqlite3.connect(path)
     conn.execute(

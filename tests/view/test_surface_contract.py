@@ -111,6 +111,7 @@ def test_load_index_is_what_ms_index_returns(fast_dir: Path) -> None:
         assert load_index(log, "simulation") is None
         simulate(log, steps=30, output_kb=1, budget=4000, k=3)
         data = load_index(log, "simulation")
+        assert load_index(log=log, session_id="simulation", before_seq=None) == data  # by name
         log.append(
             NewEvent(
                 session_id="bad",
