@@ -240,3 +240,31 @@ def test_without_an_index_an_exchange_that_fits_exactly_leaves_alone(view_log: E
     report = over.ensure_budget()
     assert report.evicted == [(first[0].seq, view.turns[3].seq)]
     assert over.metrics.evictions == 1 and report.tokens_after <= over.target
+
+
+def test_the_active_request_is_left_alone_once_the_view_is_at_rho_times_the_budget(
+    view_log: EventLog,
+) -> None:
+    # evict_to aims far lower, but the second pass (inside the active request) runs only
+    # while the view is above rho*C: when evicting everything before the request brings the
+    # view to exactly rho*C, the request's own turns all stay.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000)
+    session = Session(view)
+    session.user(5)
+    session.tools([300])
+    session.reply(5)
+    session.user(5)
+    for _ in range(3):
+        session.tools([100])
+    session.persist()
+    active = [t.seq for t in view.turns[4:]]
+    settings = {"rho": 1.0, "evict_to": 0.01, "tail_groups": 1, "keep_results": 1}
+    settings["before_seq"] = view_log.last_seq() + 1  # each view starts from the same log
+    probe = WorkingView.restore(view_log, "s", "", budget_tokens=view.tokens - 1, **settings)
+    history = probe.ensure_budget()
+    assert [t.seq for t in probe.turns] == active  # everything before the request left
+    at = history.tokens_after
+    exactly = WorkingView.restore(view_log, "s", "", budget_tokens=at, **settings)
+    report = exactly.ensure_budget()
+    assert report.tokens_after == at == exactly.target
+    assert [t.seq for t in exactly.turns] == active and not any(t.pinned for t in exactly.turns)
