@@ -515,11 +515,12 @@ def test_an_index_event_with_a_bad_view_state_is_an_integrity_error(view_log: Ev
 @pytest.mark.parametrize(
     "damage",
     [
+        {"tiers": [{"tier": 0}]},  # KeyError
         {"tiers": None},  # TypeError
         {"k": "four"},  # ValueError
         {"counters": []},  # AttributeError
     ],
-    ids=["tiers", "k", "counters"],
+    ids=["tier", "tiers", "k", "counters"],
 )
 def test_every_reader_of_a_malformed_index_event_raises_an_integrity_error(
     view_log: EventLog, damage: dict[str, Any]
