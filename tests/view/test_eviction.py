@@ -392,6 +392,9 @@ def test_usage_calibration_changes_the_trigger(view_log: EventLog) -> None:
     assert view.metrics.calls == 1 and view.metrics.call_tokens == [built.tokens]
     view.observe_usage(built.tokens * 2)
     assert view.tokens >= 2 * built.tokens - 1
+    view.budget_tokens = view.tokens  # calibrated, the view is now over rho of it
+    report = view.ensure_budget()
+    assert report.changed and report.tokens_after <= view.target
 
 
 def test_settings_are_validated(view_log: EventLog) -> None:
@@ -407,6 +410,7 @@ def test_settings_are_validated(view_log: EventLog) -> None:
         with pytest.raises(UsageError, match=message):
             WorkingView(view_log, "s", **bad)
     assert WorkingView(view_log, "s", budget_tokens=10, rho=1).target == 10
+    assert WorkingView(view_log, "s", budget_tokens=10, rho=0.5, evict_to=0.5).evict_to == 0.5
     with pytest.raises(UsageError, match="a working view needs a non-empty session_id"):
         WorkingView(view_log, "", budget_tokens=10)
 

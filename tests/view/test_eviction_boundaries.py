@@ -268,3 +268,30 @@ def test_the_active_request_is_left_alone_once_the_view_is_at_rho_times_the_budg
     report = exactly.ensure_budget()
     assert report.tokens_after == at == exactly.target
     assert [t.seq for t in exactly.turns] == active and not any(t.pinned for t in exactly.turns)
+
+
+def test_a_new_request_keeps_its_turns_when_the_old_pinned_request_leaving_is_enough(
+    view_log: EventLog,
+) -> None:
+    # A long request whose own turns were all evicted stays live, pinned. Once a new request
+    # has arrived, that old request is the first to leave; when its leaving makes the view
+    # fit, the new request's turns are neither folded nor evicted.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000, tail_groups=0, keep_results=0)
+    session = Session(view)
+    session.user(300)
+    for _ in range(3):
+        session.tools([200])
+    session.persist()
+    view.budget_tokens = 900
+    view.ensure_budget()
+    (old,) = view.turns
+    assert old.pinned
+    session.user(5)
+    for _ in range(3):
+        session.tools([40])
+    session.persist()
+    new = [t.seq for t in view.turns[1:]]
+    view.budget_tokens = int((view.tokens - old.tokens // 2) / view.rho)
+    report = view.ensure_budget()
+    assert report.evicted_turns == 1 and not report.folded and not report.evicted
+    assert [t.seq for t in view.turns] == new and not any(t.folded for t in view.turns)
