@@ -392,9 +392,25 @@ def test_usage_calibration_changes_the_trigger(view_log: EventLog) -> None:
     assert view.metrics.calls == 1 and view.metrics.call_tokens == [built.tokens]
     view.observe_usage(built.tokens * 2)
     assert view.tokens >= 2 * built.tokens - 1
-    view.budget_tokens = view.tokens  # calibrated, the view is now over rho of it
+
+
+def test_a_calibrated_view_evicts_down_to_rho_times_the_budget_by_its_calibrated_count(
+    view_log: EventLog,
+) -> None:
+    # The endpoint counts twice the estimate: the view is over rho*C by its calibrated count
+    # (and would not be by the estimate) and evicts until that count fits.
+    view = WorkingView(view_log, "s", "", budget_tokens=100_000)
+    session = Session(view)
+    for _ in range(20):
+        session.user(10)
+        session.reply(60)
+    session.persist()
+    estimate = view.build("openai").tokens
+    view.observe_usage(estimate * 2)
+    view.budget_tokens = int(estimate / view.rho)
+    assert view.tokens > view.target >= estimate
     report = view.ensure_budget()
-    assert report.changed and report.tokens_after <= view.target
+    assert report.evicted and report.tokens_after <= view.target
 
 
 def test_settings_are_validated(view_log: EventLog) -> None:
