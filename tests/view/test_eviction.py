@@ -427,6 +427,9 @@ def test_settings_are_validated(view_log: EventLog) -> None:
             WorkingView(view_log, "s", **bad)
     assert WorkingView(view_log, "s", budget_tokens=10, rho=1).target == 10
     assert WorkingView(view_log, "s", budget_tokens=10, rho=0.5, evict_to=0.5).evict_to == 0.5
+    fresh = WorkingView(view_log, "s", budget_tokens=10)
+    assert fresh.index_data()["k"] == 4  # the default tier width
+    assert fresh.index_data()["view_state"] == {"live_from": 1, "pinned": [], "folded": []}
     with pytest.raises(UsageError, match="a working view needs a non-empty session_id"):
         WorkingView(view_log, "", budget_tokens=10)
 

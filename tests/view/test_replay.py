@@ -112,6 +112,7 @@ def test_replay_yields_every_call_as_it_was_sent(view_log: EventLog) -> None:
     histories = [s.history_tokens for s in snapshots]
     assert histories == sorted(histories) and histories[-1] > 3 * max(s.tokens for s in snapshots)
     assert all(s.tokens <= s.history_tokens for s in snapshots)
+    assert snapshots[0].history_tokens == snapshots[0].tokens  # nothing evicted before call 1
     named = WorkingView.replay(
         log=view_log, session_id="s1", system_prompt=SYSTEM, budget_tokens=BUDGET,
         digest_of=lambda e: digests[e.seq],
@@ -133,8 +134,14 @@ def test_replay_reads_a_long_log_page_by_page_without_missing_a_seq(view_log: Ev
     view.persist()
     answers = call_seqs(view_log, "s1")
     assert answers == [2000, 2002, 2004]
-    replayed = WorkingView.replay(view_log, "s1", SYSTEM, budget_tokens=BUDGET)
+    replayed = list(WorkingView.replay(view_log, "s1", SYSTEM, budget_tokens=BUDGET))
     assert [snapshot.seq for snapshot in replayed] == answers
+    # ... and reads seq 2001, the first of the next window, once (not once per window).
+    restored = [
+        WorkingView.restore(view_log, "s1", SYSTEM, before_seq=seq, budget_tokens=BUDGET)
+        for seq in answers
+    ]
+    assert [s.tokens for s in replayed] == [view.build().tokens for view in restored]
 
 
 def test_restore_without_before_seq_is_the_view_after_the_last_event(view_log: EventLog) -> None:
