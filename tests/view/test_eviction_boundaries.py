@@ -295,3 +295,19 @@ def test_a_new_request_keeps_its_turns_when_the_old_pinned_request_leaving_is_en
     report = view.ensure_budget()
     assert report.evicted_turns == 1 and not report.folded and not report.evicted
     assert [t.seq for t in view.turns] == new and not any(t.folded for t in view.turns)
+
+
+def test_the_first_eviction_inside_a_long_request_is_one_span(view_log: EventLog) -> None:
+    # The span priced for the second pass includes the request's own line (the request is
+    # pinned, and listed, by this eviction): one round, one span, one index event.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000, tail_groups=1, keep_results=1)
+    session = Session(view)
+    session.user(40)
+    for _ in range(6):
+        session.tools([100])
+    session.persist()
+    request = view.turns[0]
+    view.budget_tokens = int(view.tokens * 0.5 / view.rho)
+    report = view.ensure_budget()
+    assert request.pinned and len(report.evicted) == 1 and report.evicted[0][0] == request.seq
+    assert view.metrics.evictions == 1 and report.tokens_after <= view.target
