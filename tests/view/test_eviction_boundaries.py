@@ -311,3 +311,31 @@ def test_the_first_eviction_inside_a_long_request_is_one_span(view_log: EventLog
     report = view.ensure_budget()
     assert request.pinned and len(report.evicted) == 1 and report.evicted[0][0] == request.seq
     assert view.metrics.evictions == 1 and report.tokens_after <= view.target
+
+
+def test_an_old_pinned_request_whose_leaving_fits_exactly_leaves_alone(view_log: EventLog) -> None:
+    # As above, with an exchange between the old request and the new one: when the old
+    # request's leaving brings the view to exactly rho*C, that exchange stays too.
+    view = WorkingView(view_log, "s", "", budget_tokens=1_000_000, tail_groups=0, keep_results=0)
+    session = Session(view)
+    session.user(300)
+    for _ in range(3):
+        session.tools([200])
+    session.persist()
+    view.budget_tokens = 900
+    view.ensure_budget()
+    (old,) = view.turns
+    session.user(5)
+    session.reply(30)
+    session.user(5)
+    for _ in range(2):
+        session.tools([40])
+    session.persist()
+    later = [t.seq for t in view.turns[1:]]
+    loose = {"rho": 1.0, "tail_groups": 0, "keep_results": 0}
+    exactly = WorkingView.restore(
+        view_log, "s", "", budget_tokens=view.tokens - old.tokens, **loose
+    )
+    report = exactly.ensure_budget()
+    assert report.evicted_turns == 1 and report.tokens_after == exactly.target
+    assert [t.seq for t in exactly.turns] == later
