@@ -137,3 +137,20 @@ def test_the_active_request_is_the_latest_real_one() -> None:
     turns = [_turn("user", 1, "first"), _turn("assistant", 2, "ok"), nudge]
     assert active_start(turns) == 0  # a synthetic nudge is not a request
     assert active_start([_turn("assistant", 1, "hello")]) == 1  # none: past the end
+
+
+def test_the_oldest_groups_are_protected_when_they_hold_what_must_stay() -> None:
+    # The suffix reaches back to the first group that holds an unpersisted turn or one of the
+    # newest keep_results tool results, even when that is the first or second group.
+    call = {"type": "call", "id": "c1", "name": "search", "args": {}}
+    exchange = [
+        _turn("assistant", 1, "", blocks=[call]),
+        _turn("tool", 2, "found", tool_call_id="c1", tool_name="search"),
+    ]
+    turns = [*exchange, _turn("user", 3, "next"), _turn("user", 4, "last")]
+    groups = group_turns(turns)
+    assert protected_suffix(turns, groups, tail_groups=0, keep_results=1) == 0
+    assert protected_suffix(turns, groups, tail_groups=0, keep_results=0) == 3
+    unsaved = [_turn("user", 1, "a"), Turn(role="user", text="b", source="test"), *turns[2:]]
+    groups = group_turns(unsaved)
+    assert protected_suffix(unsaved, groups, tail_groups=0, keep_results=0) == 1
