@@ -196,6 +196,7 @@ def test_the_smallest_limits_are_accepted(tmp_path: Path) -> None:
     # sizes start at one.
     kernel = Kernel(
         scratch=tmp_path,
+        boot_timeout=0.5,
         stderr_cap=1,
         max_tool_calls=0,
         max_tool_input=1,

@@ -164,6 +164,17 @@ def test_a_worker_that_cannot_start_shows_the_last_1500_characters_of_its_output
     assert f"its output ended with: {'x' * 1500!r}" in str(failed.value)
 
 
+def test_a_worker_that_never_answers_boot_is_given_up_after_boot_timeout(tmp_path: Path) -> None:
+    # A stand-in interpreter that hangs (a wedged start): the host stops waiting and says so.
+    hung = tmp_path / "hung-python"
+    hung.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    hung.chmod(0o755)
+    kernel = Kernel(scratch=tmp_path / "scratch", python=str(hung), sandbox="off", boot_timeout=0.5)
+    with pytest.raises(WorkerCrashed, match="did not report ready within 0.5 s"):
+        kernel.start()
+    kernel.close()
+
+
 def test_a_worker_that_answers_boot_with_something_else_shows_its_output(
     tmp_path: Path,
 ) -> None:
