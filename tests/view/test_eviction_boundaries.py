@@ -13,7 +13,7 @@ from view_session import Session, text_of
 
 from scrollctx.errors import ContextOverflow
 from scrollctx.log import EventLog
-from scrollctx.view import WorkingView
+from scrollctx.view import TokenCounter, WorkingView
 
 
 def _calls(*ids: str) -> dict[str, Any]:
@@ -339,3 +339,22 @@ def test_an_old_pinned_request_whose_leaving_fits_exactly_leaves_alone(view_log:
     report = exactly.ensure_budget()
     assert report.evicted_turns == 1 and report.tokens_after == exactly.target
     assert [t.seq for t in exactly.turns] == later
+
+
+def test_a_calibrated_budget_at_a_floating_point_edge_is_still_met(view_log: EventLog) -> None:
+    # 170 raw tokens at ratio 1.1 scale to 188 (170 * 1.1 is 187.00000000000003), yet
+    # 187 / 1.1 floors to 170: the view once computed no excess, and raised ContextOverflow
+    # with three foldable tool results in the active request. It fits now.
+    counter = TokenCounter(lambda text: text.split())
+    view = WorkingView(view_log, "s", "", budget_tokens=10**6, counter=counter, tail_groups=0,
+                       keep_results=0)  # fmt: skip
+    view.append({"role": "user", "content": "do it now please"})
+    for i in range(3):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        view.append({"role": "assistant", "content": "", "tool_calls": [call]})
+        view.append({"role": "tool", "tool_call_id": f"c{i}", "content": "x " * 48})
+    counter.restore({"ratio": 1.1, "samples": 1})
+    assert view.tokens == 188 and counter.fitting(187) == 169
+    view.budget_tokens, view.rho = 187, 1.0
+    view.ensure_budget()
+    assert view.tokens <= 187

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
@@ -520,7 +519,7 @@ class WorkingView:
             turns, groups, tail_groups=self.tail_groups, keep_results=self.keep_results
         )
         low = self.target if self.evict_to is None else int(self.evict_to * self.budget_tokens)
-        excess = self._raw_total() - math.floor(low / self.counter.ratio)
+        excess = self._raw_total() - self.counter.fitting(low)
         plan = _Plan()
         before = groups[: min(request, suffix)]
         excess -= self._plan_folds(plan, before)

@@ -203,6 +203,19 @@ class TokenCounter:
         """Return the calibrated count for a raw total."""
         return math.ceil(raw_tokens * self.ratio)
 
+    def fitting(self, tokens: int) -> int:
+        """Return the largest raw total that :meth:`scale` keeps within ``tokens``.
+
+        ``floor(tokens / ratio)`` is one off at floating-point edges (170 * 1.1 scales to 188,
+        yet 187 / 1.1 floors to 170): the view would think it fits and stay a token over.
+        """
+        raw = max(0, math.floor(tokens / self.ratio))
+        while raw > 0 and self.scale(raw) > tokens:
+            raw -= 1
+        while self.scale(raw + 1) <= tokens:
+            raw += 1
+        return raw
+
     def count(self, text: str) -> int:
         """Return the calibrated count of ``text``."""
         return self.scale(self.raw(text))
