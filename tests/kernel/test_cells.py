@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -340,3 +341,21 @@ def test_a_worker_that_dies_in_a_cell_shows_the_last_1500_characters_of_its_outp
     result = shared.kernel.run_cell(cell)
     assert result.namespace_lost and result.error is not None
     assert "its last output (untrusted) was:\n" + "x" * 1500 + "; a fresh" in result.error
+
+
+def test_the_scratch_may_neither_hold_nor_lie_inside_the_code_the_host_imports(
+    tmp_path: Path,
+) -> None:
+    # The worker writes its scratch: a module or a .pth file it left in the interpreter's
+    # folders or beside the package would run in the host. A subfolder of the store is fine.
+    import scrollctx
+
+    holding = Path(scrollctx.__file__).resolve().parents[1]
+    for inside in (holding, holding / "scrollctx", Path(sys.prefix) / "lib" / "scratch"):
+        with pytest.raises(UsageError, match="code the kernel must not write"):
+            Kernel(scratch=inside)
+    with pytest.raises(UsageError, match="code the kernel must not write"):
+        Kernel(scratch=holding.parent)
+    store = tmp_path / "store" / "history.db"
+    Kernel(store, scratch=store.parent / "scratch").close()
+    Kernel(scratch=tmp_path / "elsewhere").close()
