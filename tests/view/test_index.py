@@ -183,3 +183,19 @@ def test_an_index_saved_before_a_counter_existed_loads_it_as_zero() -> None:
         "rollups": 0,
         "evicted_events": 0,
     }
+
+
+def test_a_line_is_never_changed_once_made_and_its_data_is_a_copy() -> None:
+    import dataclasses
+
+    line = IndexLine(1, 1, "user", "user: please", [{"seq": 1, "text": "please"}], 1,
+                     sessions=[{"seq": 1, "session": {"title": "a"}}])  # fmt: skip
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        line.text = "changed"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        IndexBlock([line]).lines = []  # type: ignore[misc]
+    data = line.to_data()
+    data["anchors"][0]["text"] = "changed"
+    data["sessions"][0]["session"]["title"] = "changed"
+    assert line.anchors == [{"seq": 1, "text": "please"}]
+    assert line.sessions == [{"seq": 1, "session": {"title": "a"}}]
