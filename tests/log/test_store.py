@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
+from pathlib import Path
 
 import pytest
 from store_helpers import Backend, index_matches_the_rows, matches
 from store_helpers import turn as _turn
 
-from scrollctx.errors import UsageError
-from scrollctx.log import ArtifactRef, EventStore, Kind, NewEvent, ToolResultRef
+from scrollctx.errors import StoreError, UsageError
+from scrollctx.log import ArtifactRef, EventLog, EventStore, Kind, NewEvent, ToolResultRef
 
 
 def test_append_assigns_increasing_seqs_and_round_trips(store: EventStore) -> None:
@@ -345,3 +347,43 @@ def test_empty_session_or_kind_is_refused(store: EventStore) -> None:
     with pytest.raises(UsageError, match="kind"):
         store.append(NewEvent(session_id="s", kind=""))
     assert store.count() == 0
+
+
+def _segments(log: EventLog) -> int:
+    return log._conn.execute(
+        "SELECT count(DISTINCT segid) FROM conversation_history_fts_idx"
+    ).fetchone()[0]
+
+
+def test_merging_the_search_index_leaves_one_segment_and_the_same_matches(tmp_path: Path) -> None:
+    with EventLog.open(tmp_path / "history.db") as log:
+        for batch in range(4):  # each committed batch leaves FTS5 a segment of its own
+            log.append_many([_turn(f"adoption batch {batch} row {i}") for i in range(5)])
+        before = log._conn.execute(
+            "SELECT rowid FROM conversation_history_fts WHERE conversation_history_fts MATCH "
+            "'adoption' ORDER BY rowid"
+        ).fetchall()
+        assert _segments(log) == 4
+        log.merge_search_index()
+        assert _segments(log) == 1
+        after = log._conn.execute(
+            "SELECT rowid FROM conversation_history_fts WHERE conversation_history_fts MATCH "
+            "'adoption' ORDER BY rowid"
+        ).fetchall()
+        assert after == before and len(after) == 20
+
+
+def test_a_merge_the_lock_refuses_is_a_store_error_and_durable_is_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "history.db"
+    with EventLog.open(path, lock_timeout=0.2) as log:
+        log.append(_turn("adoption"))
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            with pytest.raises(StoreError, match="merge"):
+                log.merge_search_index()
+        finally:
+            holder.rollback()
+            holder.close()
+        with pytest.raises(TypeError):
+            log.atomic(False)  # type: ignore[misc]
