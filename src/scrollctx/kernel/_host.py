@@ -636,19 +636,15 @@ def _check_scratch(scratch: Path, db_path: Path | None) -> None:
     # Log, and it may neither hold nor lie inside the interpreter or the folder of the code the
     # host and the worker import: a file written there (a .pth, a module) would run in the host.
     code = {Path(sys.prefix), Path(sys.base_prefix), Path(__file__).parents[2]}
-    for path in sorted(code):
-        real = path.resolve()
-        if scratch == real or scratch in real.parents or real in scratch.parents:
+    forbidden = [(path.resolve(), True, "overlaps {}, code") for path in sorted(code)]
+    if db_path is not None:  # a subfolder of the store is fine: the store's files are beside it
+        forbidden.append((db_path.resolve().parent, False, "contains {}, which"))
+    for real, nor_inside, overlap in forbidden:
+        if scratch == real or scratch in real.parents or (nor_inside and real in scratch.parents):
             raise UsageError(
-                f"scratch folder {scratch} overlaps {real}, code the kernel must not write. "
+                f"scratch folder {scratch} {overlap.format(real)} the kernel must not write. "
                 "Choose a scratch folder outside it (a subfolder of the store is fine)"
             )
-    store = db_path.resolve().parent if db_path is not None else None
-    if store is not None and (scratch == store or scratch in store.parents):
-        raise UsageError(
-            f"scratch folder {scratch} contains {store}, which the kernel must not write. "
-            "Choose a scratch folder outside it (a subfolder of the store is fine)"
-        )
 
 
 def _host_limits(worker: WorkerProcess) -> str:

@@ -38,7 +38,6 @@ import sqlite3
 import tempfile
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -53,6 +52,7 @@ from scrollctx.kernel._quota import POLL_SECONDS, cpu_seconds
 from scrollctx.kernel._reader import CLOCK
 from scrollctx.surface import Budgets
 from scrollctx.surface._filters import Binding
+from scrollctx.surface._guard import file_uri
 from scrollctx.surface._remote import error_reply
 
 __all__ = ["NOT_STARTED", "MemoryReader", "ReaderLimits"]
@@ -400,9 +400,10 @@ def _keep_wal_files(db_path: Path) -> sqlite3.Connection | None:
     has none). An idle connection holds no lock a writer or a checkpoint waits for. None when
     the file will not open as a database here (the reader then says why).
     """
-    uri = "file:" + urllib.parse.quote(str(db_path)) + "?mode=rw"  # never creates a store
     try:
-        conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+        conn = sqlite3.connect(
+            file_uri(db_path, "rw"), uri=True, isolation_level=None, check_same_thread=False
+        )
     except sqlite3.Error:
         return None
     try:

@@ -136,7 +136,13 @@ def _authorize(action: int, arg1: str | None, arg2: str | None, db: str | None, 
 
 def read_only_uri(db_path: Path) -> str:
     """Return the ``file:`` URI that opens ``db_path`` read-only."""
-    return "file:" + urllib.parse.quote(str(db_path.resolve())) + "?mode=ro"
+    return file_uri(db_path, "ro")
+
+
+def file_uri(db_path: Path, mode: str) -> str:
+    """Return the ``file:`` URI that opens ``db_path`` in SQLite's ``mode`` (``ro``, ``rw``:
+    neither creates a missing file)."""
+    return "file:" + urllib.parse.quote(str(db_path.resolve())) + f"?mode={mode}"
 
 
 def connect_read_only(
