@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kernel_helpers import Session, assert_worker_dies_with_killed_host
@@ -147,52 +148,51 @@ def test_a_worker_that_cannot_start_raises_worker_crashed(tmp_path: Path) -> Non
     kernel.close()
 
 
+def _start_on_stand_in(tmp_path: Path, body: str, **options: Any) -> str:
+    """Start a kernel whose interpreter is a stand-in running ``body`` (no sandbox layer: the
+    stand-in lives outside what one shows); return the WorkerCrashed message."""
+    stand_in = tmp_path / "stand-in-python"
+    stand_in.write_text(f"#!{sys.executable}\nimport os, struct, sys, time\n{body}")
+    stand_in.chmod(0o755)
+    kernel = Kernel(scratch=tmp_path / "scratch", python=str(stand_in), sandbox="off", **options)
+    try:
+        with pytest.raises(WorkerCrashed) as failed:
+            kernel.start()
+    finally:
+        kernel.close()
+    return str(failed.value)
+
+
+_NOISE = "sys.stderr.write('e' * 2000 + 'x' * 1500)\nsys.stderr.flush()\n"
+
+
 def test_a_worker_that_cannot_start_shows_the_last_1500_characters_of_its_output(
     tmp_path: Path,
 ) -> None:
-    # An interpreter stand-in that writes 3,500 characters and exits: the error ends with the
-    # last 1,500 of them, exactly (no sandbox layer: the stand-in lives outside what one shows).
-    noisy = tmp_path / "noisy-python"
-    noisy.write_text(
-        f"#!{sys.executable}\nimport sys\nsys.stderr.write('e' * 2000 + 'x' * 1500)\nsys.exit(3)\n"
-    )
-    noisy.chmod(0o755)
-    kernel = Kernel(scratch=tmp_path / "scratch", python=str(noisy), sandbox="off")
-    with pytest.raises(WorkerCrashed, match="failed to start") as failed:
-        kernel.start()
-    kernel.close()
-    assert f"its output ended with: {'x' * 1500!r}" in str(failed.value)
+    # Writes 3,500 characters and exits: the error ends with the last 1,500 of them, exactly.
+    failed = _start_on_stand_in(tmp_path, _NOISE + "sys.exit(3)\n")
+    assert "failed to start" in failed
+    assert f"its output ended with: {'x' * 1500!r}" in failed
 
 
 def test_a_worker_that_never_answers_boot_is_given_up_after_boot_timeout(tmp_path: Path) -> None:
-    # A stand-in interpreter that hangs (a wedged start): the host stops waiting and says so.
-    hung = tmp_path / "hung-python"
-    hung.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
-    hung.chmod(0o755)
-    kernel = Kernel(scratch=tmp_path / "scratch", python=str(hung), sandbox="off", boot_timeout=0.5)
-    with pytest.raises(WorkerCrashed, match="did not report ready within 0.5 s"):
-        kernel.start()
-    kernel.close()
+    # Hangs (a wedged start): the host stops waiting and says so.
+    failed = _start_on_stand_in(tmp_path, "time.sleep(60)\n", boot_timeout=0.5)
+    assert "did not report ready within 0.5 s" in failed
 
 
 def test_a_worker_that_answers_boot_with_something_else_shows_its_output(
     tmp_path: Path,
 ) -> None:
-    # A stand-in that writes 3,500 characters, then a well-formed frame that is not "ready".
-    impostor = tmp_path / "impostor-python"
-    impostor.write_text(
-        f"#!{sys.executable}\nimport os, struct, sys\n"
+    # Writes 3,500 characters, then a well-formed frame that is not "ready".
+    hello = (
         "fd = int(sys.argv[sys.argv.index('--fd-out') + 1])\n"
-        "sys.stderr.write('e' * 2000 + 'x' * 1500)\nsys.stderr.flush()\n"
         'body = b\'{"op": "hello"}\'\n'
         "os.write(fd, struct.pack('>IQ', len(body), 0) + body)\nsys.exit(0)\n"
     )
-    impostor.chmod(0o755)
-    kernel = Kernel(scratch=tmp_path / "scratch", python=str(impostor), sandbox="off")
-    with pytest.raises(WorkerCrashed, match="did not report ready") as failed:
-        kernel.start()
-    kernel.close()
-    assert f"its output ended with: {'x' * 1500!r}" in str(failed.value)
+    failed = _start_on_stand_in(tmp_path, _NOISE + hello)
+    assert "did not report ready" in failed
+    assert f"its output ended with: {'x' * 1500!r}" in failed
 
 
 def test_worker_exits_when_the_host_goes_away_despite_threads_left_running(
