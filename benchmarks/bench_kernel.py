@@ -18,7 +18,8 @@ Run: ``.venv/bin/python benchmarks/bench_kernel.py [--starts 15] [--cells 300] [
    the same store, alternating query by query; queries are the first ``--queries`` LoCoMo
    questions, over a store holding all of LoCoMo (built in a temp folder). ``--repeats`` rounds;
    min/median/max over the rounds of each round's median and of its ratio. The call is also
-   timed inside the cell (the round trip through the reader without the cell's own). And the
+   timed inside the cell (the round trip through the reader without the cell's own), with its
+   ratio to the in-process call, round by round. And the
    CPU time the searches cost, which scheduling delays on a loaded machine do not inflate:
    per search, the worker's, the reader's and the host's main threads (``/proc/<pid>/schedstat``,
    ``time.thread_time``) against the in-process call's (``time.thread_time``). Then rounds
@@ -313,10 +314,12 @@ def main() -> None:
             through, direct, inside, cpu = bench_search(kernel, log.path, queries, args.repeats)
             ratios = [t / d for t, d in zip(through, direct, strict=True)]
             low, mid, high = spread(ratios)
+            calls = [i / d for i, d in zip(inside, direct, strict=True)]
             print(f"ms.search via kernel     : ratio {mid:.2f}x median (min {low:.2f}x, max "
                   f"{high:.2f}x) of {args.repeats} rounds of {len(queries)} queries; target "
                   f"<= 1.5x; through the kernel {_ms(through)}; in-process {_ms(direct)}; "
-                  f"the call timed inside the worker {_ms(inside)}")  # fmt: skip
+                  f"the call timed inside the worker {_ms(inside)}, ratio {_ratio(calls)} "
+                  "(the cell's own round trip left out)")  # fmt: skip
             low, mid, high = spread(cpu)
             print(f"ms.search CPU time       : ratio {mid:.2f}x median (min {low:.2f}x, max "
                   f"{high:.2f}x): worker + memory reader + host per search, against the "
