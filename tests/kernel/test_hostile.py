@@ -846,6 +846,35 @@ def test_inotify_cannot_exhaust_the_uid_or_watch_other_folders(hostile: Session)
     assert_host_unharmed(hostile, before)
 
 
+def test_timers_queued_signals_and_aio_cannot_exhaust_the_uid_or_the_machine(
+    hostile: Session,
+) -> None:
+    # Each POSIX timer holds a queued signal counted against the uid's RLIMIT_SIGPENDING (a loop
+    # made 96,361 and left none for the host's user), as does a real-time signal a cell blocks
+    # and sends to its own thread; io_setup takes AIO contexts from the machine's one
+    # fs.aio-max-nr. seccomp refuses the timers and io_setup; the rlimits layer caps the
+    # signals a cell may queue to itself (seccomp allows that: it is the worker's own pid).
+    cell = _ERRNO + (
+        "import signal, threading\ntimer = ctypes.c_void_p()\nctx = ctypes.c_ulong()\n"
+        "out = [('timer_create', rc(libc.timer_create(1, None, ctypes.byref(timer)))),\n"
+        "       ('io_setup', rc(libc.syscall(206, 65536, ctypes.byref(ctx))))]\n"
+        "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMIN})\nqueued = 0\n"
+        "try:\n    while queued < 1000:\n"
+        "        signal.pthread_kill(threading.get_ident(), signal.SIGRTMIN)\n"
+        "        queued += 1\n    out.append(('pthread_kill', 0))\n"
+        "except OSError as exc:\n    out.append(('pthread_kill', exc.errno))\n"
+        "signal.signal(signal.SIGRTMIN, signal.SIG_IGN)  # discards what is pending\n"
+        "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGRTMIN})\n"
+        "out.append(('queued', queued))\nprint(sorted(out))"
+    )
+    result, before = attack(hostile, cell)
+    outcome = _errnos(result)
+    assert 0 < outcome.pop("queued") <= 64, result.stdout  # the worker's RLIMIT_SIGPENDING
+    assert outcome == {"timer_create": errno.EPERM, "io_setup": errno.EPERM,
+                       "pthread_kill": errno.EAGAIN}, result.stdout  # fmt: skip
+    assert_host_unharmed(hostile, before)
+
+
 def test_fallocate_is_refused_as_unsupported(hostile: Session) -> None:
     # fallocate reserves blocks without writing them, so a watch that counts written bytes
     # never sees them: the syscall is refused as unsupported, and posix_fallocate falls back to

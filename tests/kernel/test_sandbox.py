@@ -160,7 +160,9 @@ def test_worker_holds_no_capabilities_and_is_filtered(shared: Session) -> None:
 
 
 # What the rlimits layer reports for the documented defaults of Limits.
-_DEFAULT_RLIMITS = "address space 2048 MiB, file size 256 MiB, 256 open files, no core dumps"
+_DEFAULT_RLIMITS = (
+    "address space 2048 MiB, file size 256 MiB, 256 open files, no core dumps, 64 queued signals"
+)
 
 
 def test_the_rlimits_layer_reports_the_limits_it_set(shared: Session) -> None:
@@ -403,17 +405,21 @@ def test_the_landlock_abi_cap_really_weakens_landlock(
         session.log.close()
 
 
-def test_seccomp_refuses_a_truncating_read_only_open_below_landlock_abi_3(tmp_path: Path) -> None:
+@pytest.mark.parametrize("access", [os.O_RDONLY, os.O_ACCMODE], ids=["O_RDONLY", "mode 3"])
+def test_seccomp_refuses_a_truncating_open_that_does_not_write_below_landlock_abi_3(
+    tmp_path: Path, access: int
+) -> None:
     # Below ABI 3, Landlock lets a file it grants for reading be opened O_RDONLY | O_TRUNC, which
-    # empties it: without the namespaces layer (best-effort where bwrap is missing) the
-    # interpreter's own files were open to this. seccomp refuses such an open (EPERM).
+    # empties it, and any file it can name with the access mode 3 (neither read nor write: no
+    # right is checked): without the namespaces layer (best-effort where bwrap is missing) the
+    # interpreter's own files and the store were open to this. seccomp refuses both (EPERM).
     policy = SandboxPolicy("best-effort", unavailable=frozenset({"namespaces"}), landlock_abi=2)
     victim = Path(sysconfig.get_paths()["purelib"]) / f"scrollctx-test-victim-{os.getpid()}.txt"
     victim.write_bytes(b"keep")
     try:
         with Kernel(scratch=tmp_path / "scratch", sandbox=policy) as kernel:
             cell = (
-                f"import os\ntry:\n    os.open({str(victim)!r}, os.O_RDONLY | os.O_TRUNC)\n"
+                f"import os\ntry:\n    os.open({str(victim)!r}, {access} | os.O_TRUNC)\n"
                 "except OSError as exc:\n    print(exc.errno)\n"
                 f"print(open({str(victim)!r}).read())"
             )

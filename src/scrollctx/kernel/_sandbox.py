@@ -36,6 +36,7 @@ _SYS_FORK = 57
 _LINUX_ONLY = frozenset({"namespaces", "netns", "caps", "landlock", "seccomp"})
 _ROOT_MOUNTS = frozenset({"dev", "proc"})
 _DEVICE_READS = ("/dev/urandom", "/dev/random", "/dev/zero")
+_QUEUED_SIGNALS = 64  # RLIMIT_SIGPENDING: Python queues none; a cell needs none
 
 
 @dataclass(slots=True)
@@ -155,6 +156,10 @@ def _apply_rlimits(plan: SandboxPlan) -> str:
         resource.RLIMIT_FSIZE: plan.limits.get("file_size", 256 * 1024**2),
         resource.RLIMIT_NOFILE: plan.limits.get("open_files", 256),
         resource.RLIMIT_CORE: 0,
+        # Queued signals are counted per uid, against the receiver's limit: a worker blocking a
+        # real-time signal and queuing it to itself in a loop would use up the allowance of
+        # every process of the host's user. The host's interrupts (kill) are never counted.
+        resource.RLIMIT_SIGPENDING: _QUEUED_SIGNALS,
     }
     # Without this, writing past RLIMIT_FSIZE kills the worker instead of raising EFBIG.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -166,7 +171,8 @@ def _apply_rlimits(plan: SandboxPlan) -> str:
     return (
         f"address space {wanted[resource.RLIMIT_AS] // 1024**2} MiB, "
         f"file size {wanted[resource.RLIMIT_FSIZE] // 1024**2} MiB, "
-        f"{wanted[resource.RLIMIT_NOFILE]} open files, no core dumps"
+        f"{wanted[resource.RLIMIT_NOFILE]} open files, no core dumps, "
+        f"{_QUEUED_SIGNALS} queued signals"
     )
 
 

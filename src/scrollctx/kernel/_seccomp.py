@@ -17,11 +17,15 @@ filter meeting a foreign architecture at run time kills the process). The filter
   ``ioctl`` ``FIOSETOWN``/``SIOCSPGRP`` (``O_ASYNC`` plus an owner delivers any signal to any
   pid, past the kill filter), ``inotify_*`` and ``fanotify_*`` (instances are counted per uid,
   so a loop exhausts them for every process of the host's user; watches see names in folders
-  Landlock denies);
+  Landlock denies), ``timer_create`` (each POSIX timer holds a queued signal counted against
+  the uid's ``RLIMIT_SIGPENDING``; the rlimits layer also caps the worker's own) and
+  ``io_setup`` (AIO contexts come from one machine-wide pool, ``fs.aio-max-nr``);
 - returns ``EPERM`` for ``truncate`` by path and for an ``open``/``openat`` that asks for
-  ``O_TRUNC`` on a read-only open (Landlock controls truncation only from ABI 3, and below it a
-  file granted for reading could be emptied either way); ``ftruncate`` of a file opened for
-  writing stays allowed; ``openat2``, whose flags sit behind a pointer the filter cannot read,
+  ``O_TRUNC`` without asking to write (``O_RDONLY``, or the access mode 3, which asks for
+  neither reading nor writing, so Landlock checks no right at all): Landlock controls
+  truncation only from ABI 3, and below it a file granted for reading, or any file by the
+  access mode 3, could be emptied that way; ``ftruncate`` of a file opened for writing stays
+  allowed; ``openat2``, whose flags sit behind a pointer the filter cannot read,
   returns ``ENOSYS`` (glibc and Python never call it);
 - returns ``EPERM`` for ``prctl(PR_SET_PDEATHSIG)`` and ``prctl(PR_SET_DUMPABLE)``: the worker
   dies with its host, and the host keeps reading its ``/proc`` entries;
@@ -97,6 +101,10 @@ _DENIED: dict[str, int] = {
     # below that a guessed path would do (the whole Event Log cut to 0 bytes). ftruncate stays:
     # it needs a descriptor opened for writing, which Landlock governs from ABI 1.
     "truncate": 76,
+    # Kernel objects counted per uid or per machine, which one loop would take from the host:
+    # POSIX timers (a queued signal each, against the uid's RLIMIT_SIGPENDING) and AIO
+    # contexts (fs.aio-max-nr is shared by every process). Python uses neither.
+    "timer_create": 222, "io_setup": 206,
 }  # fmt: skip
 _SELF_ONLY_ARG0 = {"kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297}
 _CLONE = 56
@@ -113,7 +121,11 @@ _DENIED_PRCTLS = (1, 4)  # PR_SET_PDEATHSIG, PR_SET_DUMPABLE
 _FALLOCATE = 285
 _PRLIMIT64 = 302  # allowed only as a read (new_limit == NULL), so getrlimit keeps working
 _OPEN, _OPENAT, _OPENAT2 = 2, 257, 437
-_TRUNCATING_READ = (os.O_TRUNC | os.O_ACCMODE, os.O_TRUNC | os.O_RDONLY)  # (mask, value)
+# An open that truncates without asking to write: the flags masked with _TRUNCATING_MASK are one
+# of these (access mode O_RDONLY, or 3: neither read nor write, which Landlock checks no right
+# for).
+_TRUNCATING_MASK = os.O_TRUNC | os.O_ACCMODE
+_TRUNCATING_OPENS = (os.O_TRUNC | os.O_RDONLY, os.O_TRUNC | os.O_ACCMODE)
 
 
 class _SockFilter(ctypes.Structure):
@@ -168,12 +180,10 @@ def _program(own_pid: int) -> list[_Insn]:
         (_RET_K, _RET_ALLOW, None, None),
         "open",
         (_LD_W_ABS, 24, None, None),  # low 32 bits of args[1] (the flags)
-        (_AND_K, _TRUNCATING_READ[0], None, None),
-        (_JEQ_K, _TRUNCATING_READ[1], "eperm", "allow"),
+        *_refuse_truncating_opens(),
         "openat",
         (_LD_W_ABS, 32, None, None),  # low 32 bits of args[2] (the flags)
-        (_AND_K, _TRUNCATING_READ[0], None, None),
-        (_JEQ_K, _TRUNCATING_READ[1], "eperm", "allow"),
+        *_refuse_truncating_opens(),
         "prctl",
         (_LD_W_ABS, 16, None, None),  # low 32 bits of args[0] (the option)
         *((_JEQ_K, option, "eperm", None) for option in _DENIED_PRCTLS),
@@ -198,6 +208,15 @@ def _program(own_pid: int) -> list[_Insn]:
         (_RET_K, _RET_KILL_PROCESS, None, None),
     ]
     return prog
+
+
+def _refuse_truncating_opens() -> list[_Insn]:
+    # The open's flags are loaded: EPERM if they truncate without asking to write.
+    return [
+        (_AND_K, _TRUNCATING_MASK, None, None),
+        *((_JEQ_K, flags, "eperm", None) for flags in _TRUNCATING_OPENS),
+        (_RET_K, _RET_ALLOW, None, None),
+    ]
 
 
 def _assemble(prog: list[_Insn]) -> list[_SockFilter]:
@@ -238,5 +257,6 @@ def install_filter() -> str:
         raise OSError(err, f"prctl(SET_SECCOMP) failed: {os.strerror(err)}")
     return (
         f"{len(insns)} instructions; fork/exec/sockets/ptrace/setrlimit, signal owners, "
-        "inotify, truncation by path or read-only open and fallocate denied"
+        "inotify, timers, AIO, truncation by path or by an open that does not write, and "
+        "fallocate denied"
     )
