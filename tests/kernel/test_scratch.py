@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from needs import missing
-from scrollctx.kernel import Kernel, Limits, SandboxPolicy, _scratch
+from scrollctx.kernel import Kernel, Limits, SandboxPolicy, _scratch, render_observation
+from scrollctx.kernel._result import MAX_NOTES
 from scrollctx.kernel._scratch import ScratchTooLarge
 
 
@@ -196,3 +197,35 @@ def test_the_host_checks_free_disk_before_copying_back(tmp_path: Path) -> None:
     notes = json.loads(done.stdout)
     assert len(notes) == 1 and notes[0].startswith("scratch file big.bin (3,145,728 bytes) was")
     assert "bytes are free there" in notes[0]
+
+
+def test_a_file_whose_name_is_as_long_as_the_system_allows_is_copied_back(
+    kernel: Kernel,
+) -> None:
+    names = ["N" * 243, "N" * 255]  # the old temporary name was 13 characters longer
+    cell = f"for name in {names!r}:\n    open(name, 'w').write(str(len(name)))"
+    result = kernel.run_cell(cell)
+    assert result.notes == (), result.notes
+    assert [(kernel.scratch / n).read_text() for n in names] == ["243", "255"]
+    assert sorted(p.name for p in kernel.scratch.iterdir()) == ["N" * 243, "N" * 255, "data"]
+
+
+def test_the_copy_backs_notes_share_the_observations_cap(tmp_path: Path) -> None:
+    # Every file under a folder the host cannot make (a host symlink holds its name) fails to
+    # copy back with a note naming it: 300 of them must stay within the observation's bound.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "out").symlink_to(outside)
+    with Kernel(scratch=scratch, stdout_cap=1000, stderr_cap=1000) as kernel:
+        cell = (
+            "import os\nos.mkdir('out')\nfor i in range(300): open(f'out/{i:05d}' + 'N' * 200, 'w')"
+        )
+        for source in (cell, "pass"):  # the failures repeat in the next cell
+            result = kernel.run_cell(source)
+            observation = render_observation(result)
+            assert len(observation) <= 1000 + 1000 + 8000 + 200, len(observation)
+            assert len(result.notes) <= MAX_NOTES + 1
+            assert result.notes[-1].endswith("more notes not shown"), result.notes[-1]
+    assert list(outside.iterdir()) == []

@@ -410,7 +410,8 @@ class Kernel:
             worker.send(encode_frame(cell_id, request), started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
             self._set_busy(worker, False)
-            result = worker.end_cell(self._result(reply, started, limit, interrupted, notice))
+            synced = worker.end_cell()
+            result = self._result(reply, started, limit, interrupted, notice, synced)
             self._log_store_errors()
             return result
         except (_Killed, CellTimeout):
@@ -478,6 +479,7 @@ class Kernel:
         limit: float,
         interrupted: bool,
         notice: str | None,
+        synced: list[str],
     ) -> CellResult:
         stdout, stdout_hidden = _capped(reply, "stdout", self.stdout_cap)
         stderr, stderr_hidden = _capped(reply, "stderr", self.stderr_cap)
@@ -499,7 +501,7 @@ class Kernel:
             duration=time.monotonic() - started,
             digest=digest,
             digest_more=more,
-            notes=self._notes(notes),
+            notes=self._notes([*synced, *notes]),
             namespace_lost=notice is not None,
             kernel_notice=notice,
             stdout_hidden=stdout_hidden,
@@ -531,7 +533,8 @@ class Kernel:
         )
 
     def _notes(self, worker_notes: list[str] | None = None) -> tuple[str, ...]:
-        # The host's own notes (trusted, few) first, then the worker's, capped.
+        # The host's own notes (trusted, few) first, then the worker's and the scratch sync's
+        # (whose text names the cell's files), capped together.
         return (*dict.fromkeys(self._host_notes), *cap_notes(worker_notes or []))
 
     # -- tool bridge and ms ------------------------------------------------------------------

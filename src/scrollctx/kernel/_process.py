@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -51,7 +50,6 @@ from scrollctx.kernel._namespace import (
 )
 from scrollctx.kernel._policy import Limits
 from scrollctx.kernel._quota import WorkerWatch
-from scrollctx.kernel._result import CellResult
 from scrollctx.kernel._scratch import MAX_ENTRIES, ScratchMirror, open_inside
 from scrollctx.kernel._tasks import TaskCap, cap_tasks
 
@@ -349,12 +347,13 @@ class WorkerProcess:
         if self.mirror is not None:
             self._notes += self.mirror.pull()
 
-    def end_cell(self, result: CellResult) -> CellResult:
-        """Copy back what the cell changed in scratch; problems become notes of ``result``."""
+    def end_cell(self) -> list[str]:
+        """Copy back what the cell changed in scratch; return the problems of every sync since
+        the last cell (untrusted text: the names are the cell's, so the caller caps them)."""
         if self.mirror is not None:
             self._notes += self.mirror.push()
         notes, self._notes = self._notes, []
-        return replace(result, notes=(*result.notes, *notes)) if notes else result
+        return notes
 
     def is_alive(self) -> bool:
         """Whether the worker is still running."""

@@ -16,11 +16,14 @@ host copies between the two, and only the host:
 Invariants. Every walk goes through directory descriptors opened with ``O_NOFOLLOW``, and only
 regular files and folders are copied: a symlink, FIFO or socket a cell makes is never followed or
 copied, so no name a cell plants can make the host read or write outside the two folders. A file
-is written under a temporary name in its folder and renamed over the old one (a symlink there is
-replaced, never followed). A change is what differs from the manifest of the last sync (size,
-mtime, inode, per side); a file both sides changed during one cell keeps the host's version. A
-deletion is copied only for files the other side left unchanged. Before writing the real folder
-the host checks its free disk. Problems become notes in the cell's observation, never errors.
+is written under a new temporary name of fixed length (``.scroll-sync-`` and 12 random hex digits,
+made ``O_EXCL``) in its folder and renamed over the old one (a symlink there is replaced, never
+followed), so a file of any name up to ``NAME_MAX`` (255 bytes) is copied. A change is what
+differs from the manifest of the last sync (size, mtime, inode, per side); a file both sides
+changed during one cell keeps the host's version. A deletion is copied only for files the other
+side left unchanged. Before writing the real folder the host checks its free disk. Problems
+become notes in the cell's observation, never errors; they share the observation's cap on notes
+with the worker's own (the kernel applies it), so a cell cannot grow an observation with them.
 """
 
 from __future__ import annotations
@@ -229,16 +232,18 @@ class ScratchMirror:
     def _copy_file(
         self, source: _Side, target: _Side, rel: str, notes: list[str]
     ) -> Signature | Literal[False]:
-        src_dir = _folder(source.root, rel, create=False)
-        dst_dir = _folder(target.root, rel, create=True)
         name = rel.rsplit("/", 1)[-1]
-        temp = f".{name}.scroll-sync"
+        src_dir = _folder(source.root, rel, create=False)
         try:
             src = os.open(name, _FILE, dir_fd=src_dir)
+        finally:
+            os.close(src_dir)
+        try:
+            st = os.fstat(src)
+            if not stat.S_ISREG(st.st_mode):
+                return False
+            dst_dir = _folder(target.root, rel, create=True)
             try:
-                st = os.fstat(src)
-                if not stat.S_ISREG(st.st_mode):
-                    return False
                 room = _free(dst_dir) - (self.floor if target is self.real else 0)
                 if st.st_size > room:
                     notes.append(
@@ -246,24 +251,11 @@ class ScratchMirror:
                         f"{target.name}: only {max(room, 0):,} bytes are free there"
                     )
                     return False
-                _unlink_quietly(temp, dst_dir)
-                dst = os.open(temp, _NEW, 0o644, dir_fd=dst_dir)
-                try:
-                    for chunk in _chunks(src, st.st_size):
-                        os.write(dst, chunk)
-                    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
-                finally:
-                    os.close(dst)
-                os.replace(temp, name, src_dir_fd=dst_dir, dst_dir_fd=dst_dir)
-                return _signature(os.stat(name, dir_fd=dst_dir, follow_symlinks=False))
+                return _write_over(src, st, name, dst_dir)
             finally:
-                os.close(src)
-        except OSError:
-            _unlink_quietly(temp, dst_dir)
-            raise
+                os.close(dst_dir)
         finally:
-            os.close(src_dir)
-            os.close(dst_dir)
+            os.close(src)
 
     def _remove(self, target: _Side, rel: str, current: Signature | Literal[False]) -> None:
         # Only what the other side left as the last sync saw it; a folder only once empty.
@@ -286,6 +278,24 @@ class ScratchMirror:
             os.close(folder)
 
 
+def _write_over(src: int, st: os.stat_result, name: str, folder: int) -> Signature:
+    """Write ``src`` under a temporary name in ``folder``, then rename it over ``name``."""
+    temp = _temp_name()
+    dst = os.open(temp, _NEW, 0o644, dir_fd=folder)
+    try:
+        try:
+            for chunk in _chunks(src, st.st_size):
+                os.write(dst, chunk)
+            os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(dst)
+        os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+    except OSError:
+        _unlink_quietly(temp, folder)
+        raise
+    return _signature(os.stat(name, dir_fd=folder, follow_symlinks=False))
+
+
 def _chunks(fd: int, size: int) -> Iterator[bytes]:
     left = size
     while left > 0:
@@ -294,6 +304,12 @@ def _chunks(fd: int, size: int) -> Iterator[bytes]:
             return
         left -= len(chunk)
         yield chunk
+
+
+def _temp_name() -> str:
+    # Fixed-length, so a file whose name is up to NAME_MAX (255 bytes) long can be written
+    # beside it; random, so it never names a file already there (it is created O_EXCL).
+    return f".scroll-sync-{os.urandom(6).hex()}"
 
 
 def _unlink_quietly(name: str, folder: int) -> None:
