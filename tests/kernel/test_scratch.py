@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -229,3 +231,52 @@ def test_the_copy_backs_notes_share_the_observations_cap(tmp_path: Path) -> None
             assert len(result.notes) <= MAX_NOTES + 1
             assert result.notes[-1].endswith("more notes not shown"), result.notes[-1]
     assert list(outside.iterdir()) == []
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_many_sibling_folders_cost_the_host_a_few_descriptors(kernel: Kernel) -> None:
+    # The walk once held a descriptor for every folder not yet visited: 300 siblings against a
+    # soft limit of 64 spare descriptors made run_cell, and then close, raise EMFILE.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    before = _open_descriptors()
+    resource.setrlimit(resource.RLIMIT_NOFILE, (before + 64, hard))
+    try:
+        result = kernel.run_cell("import os\nfor i in range(300): os.mkdir(f'd{i}')")
+        assert result.ok and result.notes == (), (result.error, result.notes)
+        assert _open_descriptors() == before
+        assert len(list(kernel.scratch.glob("d[0-9]*"))) == 300
+        kernel.close()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_folder_that_vanishes_during_the_copy_back_is_a_note(
+    kernel: Kernel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A thread the cell left running removes a folder between the walk's listing and its visit
+    # (done here, at that moment, through the worker's root, so the race is always won).
+    gone = f"/proc/{kernel.pid}/root{kernel.scratch}/gone"
+    removed: list[str] = []
+    signature = _scratch._signature
+
+    def vanish(st: os.stat_result) -> _scratch.Signature:
+        if not removed and stat.S_ISDIR(st.st_mode) and os.path.isdir(gone):
+            if os.stat(gone).st_ino == st.st_ino:
+                os.rmdir(gone)
+                removed.append(gone)
+        return signature(st)
+
+    monkeypatch.setattr(_scratch, "_signature", vanish)
+    cell = "import os\nos.mkdir('gone')\nos.mkdir('kept')\nopen('kept/f', 'w').write('x')"
+    result = kernel.run_cell(cell)
+    assert removed
+    assert any("could not open gone (No such file or directory)" in n for n in result.notes), (
+        result.notes
+    )
+    assert (kernel.scratch / "kept" / "f").read_text() == "x"
+    after = kernel.run_cell("import os\nprint(sorted(os.listdir('.')))")
+    assert after.stdout == "['data', 'kept']\n", (after.error, after.notes)
+    assert not (kernel.scratch / "gone").exists()  # the next sync copied the deletion

@@ -257,13 +257,15 @@ class Kernel:
 
     def close(self) -> None:
         """Stop the worker and the memory reader; remove a scratch folder the kernel made."""
-        if self._worker is not None:
-            self._worker.stop()
-            self._worker = None
-        if self.reader is not None:
-            self.reader.close()
-        if self._own_scratch:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        worker, self._worker = self._worker, None
+        try:
+            if worker is not None:
+                worker.stop()
+        finally:  # the rest of the cleanup whatever stopping the worker raised
+            if self.reader is not None:
+                self.reader.close()
+            if self._own_scratch:
+                shutil.rmtree(self.scratch, ignore_errors=True)
 
     def _discard(self) -> None:
         if self._worker is not None:

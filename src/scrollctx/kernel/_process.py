@@ -397,13 +397,17 @@ class WorkerProcess:
         if self._pidfd is not None:
             os.close(self._pidfd)
             self._pidfd = None
-        if self.mirror is not None:  # the held descriptor keeps a dead worker's tmpfs readable
-            self.mirror.push()
-            self.mirror.close()
-            self.mirror = None
-        self.tasks.remove()
-        if self.watch is not None:
-            self.watch.stop()
+        mirror, self.mirror = self.mirror, None
+        try:
+            if mirror is not None:  # the held descriptor keeps a dead worker's tmpfs readable
+                try:
+                    mirror.push()
+                finally:
+                    mirror.close()
+        finally:
+            self.tasks.remove()
+            if self.watch is not None:
+                self.watch.stop()
 
     def stop(self, timeout: float = 1.0) -> None:
         """Ask the worker to exit; kill it if it does not within ``timeout`` seconds."""

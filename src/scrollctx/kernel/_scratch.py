@@ -13,7 +13,10 @@ host copies between the two, and only the host:
   user added or edited while the kernel runs), after each cell and when the worker ends (killed
   or dead: the held descriptor keeps the tmpfs readable) it *pushes* what the cell changed.
 
-Invariants. Every walk goes through directory descriptors opened with ``O_NOFOLLOW``, and only
+Invariants. Every walk goes through directory descriptors opened with ``O_NOFOLLOW``, each from
+its parent's, depth first, holding open only the folders on the path from the root to the one
+being read (so many sibling folders cost the host no descriptors); a folder that vanishes or
+cannot be opened mid-walk makes the walk short: what it saw is synced, no deletion is. Only
 regular files and folders are copied: a symlink, FIFO or socket a cell makes is never followed or
 copied, so no name a cell plants can make the host read or write outside the two folders. A file
 is written under a new temporary name of fixed length (``.scroll-sync-`` and 12 random hex digits,
@@ -82,32 +85,76 @@ def _signature(st: os.stat_result) -> Signature:
     return None if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def _walk(root: int, limit: int = MAX_ENTRIES) -> tuple[dict[str, Signature], bool]:
-    """Every regular file and folder beneath ``root`` (relative paths), and whether the walk
-    stopped at ``limit`` entries."""
-    found: dict[str, Signature] = {}
-    stack = [("", os.dup(root))]
+@dataclass
+class _Walk:
+    """What one walk found: every regular file and folder beneath a root (relative paths), and
+    why it saw only part of the tree, if it did (then no deletion may be inferred from it)."""
+
+    found: dict[str, Signature] = field(default_factory=dict)
+    short: str | None = None
+    over: bool = False
+    """Whether a bound stopped it (rather than a folder it could not read)."""
+
+    def stop(self, why: str, *, over: bool = False) -> None:
+        self.short = self.short or why
+        self.over = self.over or over
+
+
+@dataclass
+class _Level:
+    """A folder open on the walk's path from the root: the subfolders it has yet to show."""
+
+    fd: int
+    prefix: str
+    folders: list[str] = field(default_factory=list)
+
+
+def _walk(root: int, limit: int = MAX_ENTRIES) -> _Walk:
+    """Walk ``root`` depth first, holding open only the folders on the path to the one being
+    read (each opened from its parent's descriptor, never through a symlink).
+
+    A folder that cannot be opened or read (it vanished, ``EMFILE``, ``EACCES``) is left out and
+    makes the walk short; so does reaching ``limit`` entries, which ends it.
+    """
+    walk = _Walk()
+    chain = [_Level(os.dup(root), "")]
     try:
-        while stack:
-            prefix, fd = stack.pop()
+        _read(chain[-1], walk, limit)
+        while chain and not walk.over:
+            level = chain[-1]
+            if not level.folders:
+                os.close(chain.pop().fd)
+                continue
+            name = level.folders.pop()
             try:
-                with os.scandir(fd) as entries:
-                    for entry in entries:
-                        if len(found) >= limit:
-                            return found, True
-                        st = entry.stat(follow_symlinks=False)
-                        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                            continue  # symlinks, FIFOs, sockets stay where they are
-                        rel = prefix + entry.name
-                        found[rel] = _signature(st)
-                        if stat.S_ISDIR(st.st_mode):
-                            stack.append((rel + "/", os.open(entry.name, _DIR, dir_fd=fd)))
-            finally:
-                os.close(fd)
+                fd = os.open(name, _DIR, dir_fd=level.fd)
+            except OSError as exc:
+                walk.stop(f"could not open {level.prefix + name} ({exc.strerror})")
+                continue
+            chain.append(_Level(fd, f"{level.prefix}{name}/"))
+            _read(chain[-1], walk, limit)
     finally:
-        for _, fd in stack:
-            os.close(fd)
-    return found, False
+        for level in chain:
+            os.close(level.fd)
+    return walk
+
+
+def _read(level: _Level, walk: _Walk, limit: int) -> None:
+    # One folder's entries into the walk; its subfolders onto the level, to be visited next.
+    try:
+        with os.scandir(level.fd) as entries:
+            for entry in entries:
+                if len(walk.found) >= limit:
+                    walk.stop(f"holds more than {limit:,} files and folders", over=True)
+                    return
+                st = entry.stat(follow_symlinks=False)
+                if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                    continue  # symlinks, FIFOs, sockets stay where they are
+                walk.found[level.prefix + entry.name] = _signature(st)
+                if stat.S_ISDIR(st.st_mode):
+                    level.folders.append(entry.name)
+    except OSError as exc:
+        walk.stop(f"could not read {level.prefix or 'its top folder'} ({exc.strerror})")
 
 
 def _folder(root: int, rel: str, *, create: bool, itself: bool = False) -> int:
@@ -158,14 +205,14 @@ class ScratchMirror:
 
     def seed(self) -> list[str]:
         """Copy the whole real folder into the (empty) tmpfs, before any model code runs."""
-        found, cut = _walk(self.real.root)
-        total = sum(sig[0] for sig in found.values() if sig is not None)
-        if total > self.quota or cut:
+        walk = _walk(self.real.root)
+        total = sum(sig[0] for sig in walk.found.values() if sig is not None)
+        if total > self.quota or walk.over:
+            what = walk.short if walk.over else f"holds {total:,} bytes"
             raise ScratchTooLarge(
-                f"the scratch folder {self.real.name} holds {total:,} bytes"
-                f"{' in more than ' + format(MAX_ENTRIES, ',') + ' entries' if cut else ''}, "
-                f"more than the kernel's {self.quota:,}-byte scratch may hold "
-                "(Limits.scratch_size; its pages are RAM). Use a smaller folder, or raise the "
+                f"the scratch folder {self.real.name} {what}, more than the kernel's "
+                f"{self.quota:,}-byte scratch may hold (Limits.scratch_size, its pages are RAM; "
+                f"at most {MAX_ENTRIES:,} files and folders). Use a smaller folder, or raise the "
                 "limit: SandboxPolicy(limits=Limits(scratch_size=...))"
             )
         return self.pull()
@@ -186,19 +233,31 @@ class ScratchMirror:
                 side.root = -1
 
     def _sync(self, source: _Side, target: _Side, *, host_wins: bool) -> list[str]:
-        # host_wins: when both changed a file since the last sync, the real folder's stays.
+        # Nothing a cell leaves in scratch (a folder vanishing mid-walk, more folders than the
+        # host has descriptors) may raise out of run_cell or close: it becomes a note.
         notes: list[str] = []
-        now, cut = _walk(source.root)
-        if cut:
+        try:
+            self._copy_changes(source, target, notes, host_wins=host_wins)
+        except OSError as exc:
+            notes.append(f"the scratch sync to {target.name} stopped: {exc.strerror}")
+        return notes
+
+    def _copy_changes(
+        self, source: _Side, target: _Side, notes: list[str], *, host_wins: bool
+    ) -> None:
+        # host_wins: when both changed a file since the last sync, the real folder's stays.
+        walk = _walk(source.root)
+        now = walk.found
+        if walk.short:
             notes.append(
-                f"{source.name} holds more than {MAX_ENTRIES:,} files and folders; only the "
-                "first were synced, and no deletion was"
+                f"{source.name} {walk.short}; only what the walk saw was synced, and no "
+                "deletion was"
             )
-        gone = set() if cut else set(source.seen) - set(now)
+        gone = set() if walk.short else set(source.seen) - set(now)
         changed = sorted(rel for rel, sig in now.items() if source.seen.get(rel, _ABSENT) != sig)
         if not (changed or gone):
-            return notes  # nothing to copy or delete: the target side need not be walked
-        there, _ = _walk(target.root)
+            return  # nothing to copy or delete: the target side need not be walked
+        there = _walk(target.root).found  # a short walk only keeps more as it is
         for rel in changed:
             sig = now[rel]
             changed_there = rel in target.seen and there.get(rel, _ABSENT) != target.seen[rel]
@@ -215,7 +274,6 @@ class ScratchMirror:
             self._remove(target, rel, there.get(rel, _ABSENT))
             source.seen.pop(rel, None)
             target.seen.pop(rel, None)
-        return notes
 
     def _copy(
         self, source: _Side, target: _Side, rel: str, sig: Signature, notes: list[str]
