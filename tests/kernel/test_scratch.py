@@ -130,16 +130,18 @@ def test_a_file_swapped_for_a_symlink_after_the_walk_is_not_followed(
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     (scratch / "notes.txt").write_text("mine")
-    folder = _scratch._folder
+    folder = _scratch._Cursor.folder
 
-    def swap_then_open(root: int, rel: str, *, create: bool, itself: bool = False) -> int:
+    def swap_then_open(
+        cursor: _scratch._Cursor, rel: str, *, create: bool, itself: bool = False
+    ) -> int:
         # The copy opens the file's folder, then the file: the swap lands between walk and open.
         if rel == "notes.txt" and not create and not (scratch / rel).is_symlink():
             (scratch / rel).unlink()
             (scratch / rel).symlink_to(outside / "secret.txt")
-        return folder(root, rel, create=create, itself=itself)
+        return folder(cursor, rel, create=create, itself=itself)
 
-    monkeypatch.setattr(_scratch, "_folder", swap_then_open)
+    monkeypatch.setattr(_scratch._Cursor, "folder", swap_then_open)
     with Kernel(scratch=scratch) as kernel:
         result = kernel.run_cell("import os\nprint(sorted(os.listdir('.')))")
     assert result.stdout == "[]\n", result.error
@@ -280,3 +282,45 @@ def test_a_folder_that_vanishes_during_the_copy_back_is_a_note(
     after = kernel.run_cell("import os\nprint(sorted(os.listdir('.')))")
     assert after.stdout == "['data', 'kept']\n", (after.error, after.notes)
     assert not (kernel.scratch / "gone").exists()  # the next sync copied the deletion
+
+
+def _chain_depth(top: Path, name: str) -> int:
+    # How deep a chain of folders all called ``name`` goes (through descriptors: its path may
+    # be longer than the system takes).
+    fd, depth = os.open(top, os.O_RDONLY | os.O_DIRECTORY), 0
+    try:
+        while True:
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                return depth
+            os.close(fd)
+            fd, depth = child, depth + 1
+    finally:
+        os.close(fd)
+
+
+def test_paths_past_the_depth_and_length_bounds_are_not_copied_and_one_note_says_so(
+    kernel: Kernel,
+) -> None:
+    # A deep chain once cost the host memory and time quadratic in its depth.
+    cell = """
+import os
+for name, depth in (("d", 67), ("x" * 255, 20)):
+    fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir(name, dir_fd=fd)
+        child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+"""
+    for source in (cell, "pass"):  # the next cell's sync leaves them out again
+        result = kernel.run_cell(source)
+        assert result.ok, result.error
+        assert [n for n in result.notes if "they were not synced" in n] == [
+            "the kernel's scratch holds 2 entries (files or folders, with all they hold) "
+            "deeper than 64 folders or with paths longer than 4,096 bytes; they were not synced"
+        ], result.notes
+    assert _chain_depth(kernel.scratch, "d") == 64  # MAX_DEPTH
+    assert _chain_depth(kernel.scratch, "x" * 255) == 16  # 16 * 256 - 1 = 4,095 bytes

@@ -27,6 +27,16 @@ changed during one cell keeps the host's version. A deletion is copied only for 
 side left unchanged. Before writing the real folder the host checks its free disk. Problems
 become notes in the cell's observation, never errors; they share the observation's cap on notes
 with the worker's own (the kernel applies it), so a cell cannot grow an observation with them.
+
+Bounds. A walk takes at most :data:`MAX_ENTRIES` files and folders and :data:`MAX_PATH_BYTES`
+of relative paths (then it stops: the rest is not synced, no deletion is, and a folder past
+either cannot seed a kernel); it leaves out what lies deeper than :data:`MAX_DEPTH` folders or
+past :data:`MAX_PATH` bytes of path (one note counts them; no walk takes them, so their absence
+never reads as a deletion). So a walk holds at most ``MAX_DEPTH + 1`` descriptors, and a sync,
+which holds four manifests (both sides' last sync, both sides' walks), at most 4 x 100,000
+entries and 4 x 16 MiB of paths: about 140 MB measured for the worst case. Copies and deletions
+go in sorted order through a :class:`_Cursor` per side, which keeps the folders of the last
+path open, so each folder is opened about once per sync, whatever its depth.
 """
 
 from __future__ import annotations
@@ -44,6 +54,15 @@ __all__ = ["ScratchMirror", "ScratchTooLarge", "open_inside"]
 
 MAX_ENTRIES = 100_000
 """Files and folders a sync walks at most (more are not copied, and a note says so)."""
+
+MAX_DEPTH = 64
+"""The most folders a synced path may lie beneath (deeper ones are not copied; a note says so)."""
+
+MAX_PATH = 4096
+"""The longest synced relative path, in bytes (``PATH_MAX``; longer ones are not copied)."""
+
+MAX_PATH_BYTES = 16 * 1024**2
+"""The bytes of relative paths one walk holds at most (it stops there, as at MAX_ENTRIES)."""
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -76,7 +95,7 @@ def open_inside(pid: int, scratch: str) -> int:
     """
     root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return _folder(root, scratch.strip("/"), create=False, itself=True)
+        return _open_folder(root, scratch.strip("/"))
     finally:
         os.close(root)
 
@@ -94,6 +113,11 @@ class _Walk:
     short: str | None = None
     over: bool = False
     """Whether a bound stopped it (rather than a folder it could not read)."""
+    beyond: int = 0
+    """Entries left out for lying deeper than MAX_DEPTH or past MAX_PATH bytes (no walk ever
+    takes them, so their absence never reads as a deletion)."""
+    held: int = 0
+    """The bytes of the relative paths in ``found``."""
 
     def stop(self, why: str, *, over: bool = False) -> None:
         self.short = self.short or why
@@ -106,6 +130,9 @@ class _Level:
 
     fd: int
     prefix: str
+    depth: int = 0
+    size: int = 0
+    """The bytes of ``prefix``."""
     folders: list[str] = field(default_factory=list)
 
 
@@ -131,7 +158,8 @@ def _walk(root: int, limit: int = MAX_ENTRIES) -> _Walk:
             except OSError as exc:
                 walk.stop(f"could not open {level.prefix + name} ({exc.strerror})")
                 continue
-            chain.append(_Level(fd, f"{level.prefix}{name}/"))
+            size = level.size + len(os.fsencode(name)) + 1
+            chain.append(_Level(fd, f"{level.prefix}{name}/", level.depth + 1, size))
             _read(chain[-1], walk, limit)
     finally:
         for level in chain:
@@ -150,6 +178,14 @@ def _read(level: _Level, walk: _Walk, limit: int) -> None:
                 st = entry.stat(follow_symlinks=False)
                 if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
                     continue  # symlinks, FIFOs, sockets stay where they are
+                size = level.size + len(os.fsencode(entry.name))
+                if level.depth >= MAX_DEPTH or size > MAX_PATH:
+                    walk.beyond += 1  # and, for a folder, what it holds: it is not opened
+                    continue
+                walk.held += size
+                if walk.held > MAX_PATH_BYTES:
+                    walk.stop(f"holds more than {MAX_PATH_BYTES:,} bytes of paths", over=True)
+                    return
                 walk.found[level.prefix + entry.name] = _signature(st)
                 if stat.S_ISDIR(st.st_mode):
                     level.folders.append(entry.name)
@@ -157,18 +193,12 @@ def _read(level: _Level, walk: _Walk, limit: int) -> None:
         walk.stop(f"could not read {level.prefix or 'its top folder'} ({exc.strerror})")
 
 
-def _folder(root: int, rel: str, *, create: bool, itself: bool = False) -> int:
-    """Open the folder holding ``rel`` (or ``rel`` itself) beneath ``root``, never through a
-    symlink, making missing folders when ``create``."""
+def _open_folder(root: int, rel: str) -> int:
+    """Open the folder ``rel`` beneath ``root`` one component at a time, never through a
+    symlink."""
     fd = os.dup(root)
-    parts = rel.split("/") if itself else rel.split("/")[:-1]
     try:
-        for part in parts:
-            if create:
-                try:
-                    os.mkdir(part, 0o755, dir_fd=fd)
-                except FileExistsError:
-                    pass
+        for part in rel.split("/"):
             child = os.open(part, _DIR, dir_fd=fd)
             os.close(fd)
             fd = child
@@ -176,6 +206,46 @@ def _folder(root: int, rel: str, *, create: bool, itself: bool = False) -> int:
         os.close(fd)
         raise
     return fd
+
+
+class _Cursor:
+    """The folders on the path last opened beneath one side's root, kept open, so a sorted run
+    of paths opens each folder once (opening every path's folders from the root made a deep
+    tree cost the square of its depth)."""
+
+    def __init__(self, side: _Side) -> None:
+        self.side = side
+        self._names: list[str] = []
+        self._fds: list[int] = []
+
+    def folder(self, rel: str, *, create: bool, itself: bool = False) -> int:
+        """Return the folder holding ``rel`` (or ``rel`` itself), opened one component at a
+        time without following symlinks, making missing folders when ``create``; the cursor
+        keeps it (until a path elsewhere is asked for, or :meth:`close`)."""
+        parts = rel.split("/") if itself else rel.split("/")[:-1]
+        kept = 0
+        while kept < min(len(parts), len(self._names)) and parts[kept] == self._names[kept]:
+            kept += 1
+        self._close_below(kept)
+        for part in parts[kept:]:
+            parent = self._fds[-1] if self._fds else self.side.root
+            if create:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=parent)
+                except FileExistsError:
+                    pass
+            self._fds.append(os.open(part, _DIR, dir_fd=parent))
+            self._names.append(part)
+        return self._fds[-1] if self._fds else self.side.root
+
+    def close(self) -> None:
+        """Close every folder the cursor holds."""
+        self._close_below(0)
+
+    def _close_below(self, depth: int) -> None:
+        while len(self._fds) > depth:
+            os.close(self._fds.pop())
+            self._names.pop()
 
 
 def _free(fd: int) -> int:
@@ -253,11 +323,45 @@ class ScratchMirror:
                 f"{source.name} {walk.short}; only what the walk saw was synced, and no "
                 "deletion was"
             )
+        if walk.beyond:
+            entries = "entry" if walk.beyond == 1 else "entries"
+            notes.append(
+                f"{source.name} holds {walk.beyond:,} {entries} (files or folders, with all "
+                f"they hold) deeper than {MAX_DEPTH} folders or with paths longer than "
+                f"{MAX_PATH:,} bytes; they were not synced"
+            )
         gone = set() if walk.short else set(source.seen) - set(now)
         changed = sorted(rel for rel, sig in now.items() if source.seen.get(rel, _ABSENT) != sig)
         if not (changed or gone):
             return  # nothing to copy or delete: the target side need not be walked
         there = _walk(target.root).found  # a short walk only keeps more as it is
+        reading, writing = _Cursor(source), _Cursor(target)
+        try:
+            self._copy_all(reading, writing, changed, now, there, notes, host_wins=host_wins)
+        finally:
+            reading.close()
+            writing.close()
+        removing = _Cursor(target)
+        try:
+            for rel in sorted(gone, reverse=True):  # what a folder holds before the folder
+                _remove(removing, rel, there.get(rel, _ABSENT))
+                source.seen.pop(rel, None)
+                target.seen.pop(rel, None)
+        finally:
+            removing.close()
+
+    def _copy_all(
+        self,
+        reading: _Cursor,
+        writing: _Cursor,
+        changed: list[str],
+        now: dict[str, Signature],
+        there: dict[str, Signature],
+        notes: list[str],
+        *,
+        host_wins: bool,
+    ) -> None:
+        source, target = reading.side, writing.side
         for rel in changed:
             sig = now[rel]
             changed_there = rel in target.seen and there.get(rel, _ABSENT) != target.seen[rel]
@@ -267,73 +371,65 @@ class ScratchMirror:
                     "cell; the host's version was kept"
                 )
                 continue
-            copied = self._copy(source, target, rel, sig, notes)
+            copied = self._copy(reading, writing, rel, sig, notes)
             if copied is not False:
                 source.seen[rel], target.seen[rel] = sig, copied
-        for rel in sorted(gone, reverse=True):  # what a folder holds before the folder
-            self._remove(target, rel, there.get(rel, _ABSENT))
-            source.seen.pop(rel, None)
-            target.seen.pop(rel, None)
 
     def _copy(
-        self, source: _Side, target: _Side, rel: str, sig: Signature, notes: list[str]
+        self, reading: _Cursor, writing: _Cursor, rel: str, sig: Signature, notes: list[str]
     ) -> Signature | Literal[False]:
         try:
             if sig is None:
-                os.close(_folder(target.root, rel, create=True, itself=True))
+                writing.folder(rel, create=True, itself=True)
                 return None
-            return self._copy_file(source, target, rel, notes)
+            return self._copy_file(reading, writing, rel, notes)
         except OSError as exc:
-            notes.append(f"scratch path {rel} was not copied to {target.name}: {exc.strerror}")
+            notes.append(
+                f"scratch path {rel} was not copied to {writing.side.name}: {exc.strerror}"
+            )
             return False
 
     def _copy_file(
-        self, source: _Side, target: _Side, rel: str, notes: list[str]
+        self, reading: _Cursor, writing: _Cursor, rel: str, notes: list[str]
     ) -> Signature | Literal[False]:
         name = rel.rsplit("/", 1)[-1]
-        src_dir = _folder(source.root, rel, create=False)
-        try:
-            src = os.open(name, _FILE, dir_fd=src_dir)
-        finally:
-            os.close(src_dir)
+        src = os.open(name, _FILE, dir_fd=reading.folder(rel, create=False))
         try:
             st = os.fstat(src)
             if not stat.S_ISREG(st.st_mode):
                 return False
-            dst_dir = _folder(target.root, rel, create=True)
-            try:
-                room = _free(dst_dir) - (self.floor if target is self.real else 0)
-                if st.st_size > room:
-                    notes.append(
-                        f"scratch file {rel} ({st.st_size:,} bytes) was not copied to "
-                        f"{target.name}: only {max(room, 0):,} bytes are free there"
-                    )
-                    return False
-                return _write_over(src, st, name, dst_dir)
-            finally:
-                os.close(dst_dir)
+            dst_dir = writing.folder(rel, create=True)
+            target = writing.side
+            room = _free(dst_dir) - (self.floor if target is self.real else 0)
+            if st.st_size > room:
+                notes.append(
+                    f"scratch file {rel} ({st.st_size:,} bytes) was not copied to "
+                    f"{target.name}: only {max(room, 0):,} bytes are free there"
+                )
+                return False
+            return _write_over(src, st, name, dst_dir)
         finally:
             os.close(src)
 
-    def _remove(self, target: _Side, rel: str, current: Signature | Literal[False]) -> None:
-        # Only what the other side left as the last sync saw it; a folder only once empty.
-        if rel not in target.seen or current != target.seen[rel]:
-            return
-        try:
-            folder = _folder(target.root, rel, create=False)
-        except OSError:
-            return
-        name = rel.rsplit("/", 1)[-1]
-        try:
-            if current is None:
-                os.rmdir(name, dir_fd=folder)
-            else:
-                os.unlink(name, dir_fd=folder)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY):
-                raise
-        finally:
-            os.close(folder)
+
+def _remove(removing: _Cursor, rel: str, current: Signature | Literal[False]) -> None:
+    # Only what the other side left as the last sync saw it; a folder only once empty.
+    target = removing.side
+    if rel not in target.seen or current != target.seen[rel]:
+        return
+    try:
+        folder = removing.folder(rel, create=False)
+    except OSError:
+        return
+    name = rel.rsplit("/", 1)[-1]
+    try:
+        if current is None:
+            os.rmdir(name, dir_fd=folder)
+        else:
+            os.unlink(name, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY):
+            raise
 
 
 def _write_over(src: int, st: os.stat_result, name: str, folder: int) -> Signature:
