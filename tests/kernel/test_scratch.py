@@ -324,3 +324,39 @@ for name, depth in (("d", 67), ("x" * 255, 20)):
         ], result.notes
     assert _chain_depth(kernel.scratch, "d") == 64  # MAX_DEPTH
     assert _chain_depth(kernel.scratch, "x" * 255) == 16  # 16 * 256 - 1 = 4,095 bytes
+
+
+def _files_bytes(folder: Path) -> tuple[int, int]:
+    # What the files beneath ``folder`` take: their apparent sizes and their blocks on disk.
+    files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
+    return sum(p.stat().st_size for p in files), sum(p.stat().st_blocks * 512 for p in files)
+
+
+def test_the_copy_back_never_puts_more_than_the_quota_in_the_real_folder(tmp_path: Path) -> None:
+    # Sparse files and hard links cost the tmpfs (almost) nothing, but their copies are dense
+    # and each link its own file: 64 MiB of holes and nine names of one 1 MiB file once took
+    # 73 MiB on the host's disk against a 4 MiB scratch, and the next kernel could not start.
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "mine.txt").write_bytes(b"u" * 1024**2)  # the user's, within the quota
+    policy = SandboxPolicy(limits=Limits(scratch_size=4 * 1024**2))
+    cell = (
+        "import os\nfd = os.open('sparse', os.O_WRONLY | os.O_CREAT, 0o644)\n"
+        "os.ftruncate(fd, 64 * 2**20)\nos.close(fd)\n"
+        "open('one', 'wb').write(b'x' * 2**20)\nfor i in range(8): os.link('one', f'link{i}')"
+    )
+    with Kernel(scratch=scratch, sandbox=policy) as kernel:
+        result = kernel.run_cell(cell)
+        assert result.ok, result.error
+        budget_notes = [n for n in result.notes if "would then hold more than" in n]
+        assert budget_notes == [
+            "7 scratch files (73,400,320 bytes in all) were not copied to "
+            f"{scratch}: it would then hold more than the kernel's 4,194,304-byte scratch "
+            "(each file counts at its full size: the copy fills holes and copies each hard "
+            "link on its own)"
+        ], result.notes
+    size, on_disk = _files_bytes(scratch)
+    assert size <= 4 * 1024**2 and on_disk <= 4 * 1024**2, (size, on_disk)
+    assert sorted(p.name for p in scratch.iterdir()) == ["link0", "link1", "link2", "mine.txt"]
+    with Kernel(scratch=scratch, sandbox=policy) as later:  # the folder still seeds a kernel
+        assert later.run_cell("import os\nprint(len(os.listdir('.')))").stdout == "4\n"

@@ -24,7 +24,11 @@ made ``O_EXCL``) in its folder and renamed over the old one (a symlink there is 
 followed), so a file of any name up to ``NAME_MAX`` (255 bytes) is copied. A change is what
 differs from the manifest of the last sync (size, mtime, inode, per side); a file both sides
 changed during one cell keeps the host's version. A deletion is copied only for files the other
-side left unchanged. Before writing the real folder the host checks its free disk. Problems
+side left unchanged. Before writing the real folder the host checks its free disk, and it never
+makes that folder hold more than the quota: the apparent sizes (``st_size``) of its files after
+each copy are counted against it (:class:`_Budget`; deletions first, so what they free counts),
+and a file that does not fit is not copied, with one note counting them. Copies are dense and
+each hard link is its own file, so counting apparent sizes bounds the blocks written. Problems
 become notes in the cell's observation, never errors; they share the observation's cap on notes
 with the worker's own (the kernel applies it), so a cell cannot grow an observation with them.
 
@@ -208,6 +212,31 @@ def _open_folder(root: int, rel: str) -> int:
     return fd
 
 
+@dataclass
+class _Budget:
+    """What the real folder may still take of the quota in one sync: the quota less the
+    apparent sizes (``st_size``) of the files there, so a dense copy of a sparse file, or of
+    each hard link to one file, never puts more than the quota on the host's disk."""
+
+    left: int
+    there: dict[str, Signature]
+    """The real folder as this sync's walk found it (a copy replaces the file there)."""
+    skipped: int = 0
+    skipped_bytes: int = 0
+
+    def take(self, rel: str, st: os.stat_result) -> bool:
+        """Count a copy of ``st_size`` bytes over ``rel``; ``False`` (and counted as skipped)
+        if it does not fit."""
+        old = self.there.get(rel)
+        grows = st.st_size - (old[0] if old else 0)
+        if grows > self.left:
+            self.skipped += 1
+            self.skipped_bytes += st.st_size
+            return False
+        self.left -= grows
+        return True
+
+
 class _Cursor:
     """The folders on the path last opened beneath one side's root, kept open, so a sorted run
     of paths opens each folder once (opening every path's folders from the root made a deep
@@ -334,21 +363,35 @@ class ScratchMirror:
         changed = sorted(rel for rel, sig in now.items() if source.seen.get(rel, _ABSENT) != sig)
         if not (changed or gone):
             return  # nothing to copy or delete: the target side need not be walked
-        there = _walk(target.root).found  # a short walk only keeps more as it is
-        reading, writing = _Cursor(source), _Cursor(target)
-        try:
-            self._copy_all(reading, writing, changed, now, there, notes, host_wins=host_wins)
-        finally:
-            reading.close()
-            writing.close()
+        seen_there = _walk(target.root)  # a short walk only keeps more as it is
+        there = seen_there.found
+        budget = None
+        if target is self.real:  # a short walk may miss files: then only what deletions free
+            held = sum(sig[0] for sig in there.values() if sig is not None)
+            budget = _Budget(0 if seen_there.short else self.quota - held, there)
         removing = _Cursor(target)
-        try:
+        try:  # deletions first, so what they free counts for the copies
             for rel in sorted(gone, reverse=True):  # what a folder holds before the folder
-                _remove(removing, rel, there.get(rel, _ABSENT))
+                current = there.get(rel, _ABSENT)
+                if _remove(removing, rel, current) and budget is not None and current:
+                    budget.left += current[0]
                 source.seen.pop(rel, None)
                 target.seen.pop(rel, None)
         finally:
             removing.close()
+        reading, writing = _Cursor(source), _Cursor(target)
+        try:
+            self._copy_all(reading, writing, changed, now, there, budget, notes, host_wins)
+        finally:
+            reading.close()
+            writing.close()
+        if budget is not None and budget.skipped:
+            notes.append(
+                f"{budget.skipped:,} scratch files ({budget.skipped_bytes:,} bytes in all) were "
+                f"not copied to {target.name}: it would then hold more than the kernel's "
+                f"{self.quota:,}-byte scratch (each file counts at its full size: the copy "
+                "fills holes and copies each hard link on its own)"
+            )
 
     def _copy_all(
         self,
@@ -357,8 +400,8 @@ class ScratchMirror:
         changed: list[str],
         now: dict[str, Signature],
         there: dict[str, Signature],
+        budget: _Budget | None,
         notes: list[str],
-        *,
         host_wins: bool,
     ) -> None:
         source, target = reading.side, writing.side
@@ -371,18 +414,24 @@ class ScratchMirror:
                     "cell; the host's version was kept"
                 )
                 continue
-            copied = self._copy(reading, writing, rel, sig, notes)
+            copied = self._copy(reading, writing, rel, sig, budget, notes)
             if copied is not False:
                 source.seen[rel], target.seen[rel] = sig, copied
 
     def _copy(
-        self, reading: _Cursor, writing: _Cursor, rel: str, sig: Signature, notes: list[str]
+        self,
+        reading: _Cursor,
+        writing: _Cursor,
+        rel: str,
+        sig: Signature,
+        budget: _Budget | None,
+        notes: list[str],
     ) -> Signature | Literal[False]:
         try:
             if sig is None:
                 writing.folder(rel, create=True, itself=True)
                 return None
-            return self._copy_file(reading, writing, rel, notes)
+            return self._copy_file(reading, writing, rel, budget, notes)
         except OSError as exc:
             notes.append(
                 f"scratch path {rel} was not copied to {writing.side.name}: {exc.strerror}"
@@ -390,12 +439,17 @@ class ScratchMirror:
             return False
 
     def _copy_file(
-        self, reading: _Cursor, writing: _Cursor, rel: str, notes: list[str]
+        self,
+        reading: _Cursor,
+        writing: _Cursor,
+        rel: str,
+        budget: _Budget | None,
+        notes: list[str],
     ) -> Signature | Literal[False]:
         name = rel.rsplit("/", 1)[-1]
         src = os.open(name, _FILE, dir_fd=reading.folder(rel, create=False))
         try:
-            st = os.fstat(src)
+            st = os.fstat(src)  # what is copied: _chunks reads no more than st_size bytes
             if not stat.S_ISREG(st.st_mode):
                 return False
             dst_dir = writing.folder(rel, create=True)
@@ -407,20 +461,22 @@ class ScratchMirror:
                     f"{target.name}: only {max(room, 0):,} bytes are free there"
                 )
                 return False
+            if budget is not None and not budget.take(rel, st):
+                return False
             return _write_over(src, st, name, dst_dir)
         finally:
             os.close(src)
 
 
-def _remove(removing: _Cursor, rel: str, current: Signature | Literal[False]) -> None:
+def _remove(removing: _Cursor, rel: str, current: Signature | Literal[False]) -> bool:
     # Only what the other side left as the last sync saw it; a folder only once empty.
     target = removing.side
     if rel not in target.seen or current != target.seen[rel]:
-        return
+        return False
     try:
         folder = removing.folder(rel, create=False)
     except OSError:
-        return
+        return False
     name = rel.rsplit("/", 1)[-1]
     try:
         if current is None:
@@ -430,6 +486,8 @@ def _remove(removing: _Cursor, rel: str, current: Signature | Literal[False]) ->
     except OSError as exc:
         if exc.errno not in (errno.ENOENT, errno.ENOTEMPTY):
             raise
+        return False
+    return True
 
 
 def _write_over(src: int, st: os.stat_result, name: str, folder: int) -> Signature:
