@@ -31,7 +31,11 @@ class ProxyServer:
         view = settings.pop("view", ViewSettings(BUDGET, tail_groups=1, keep_results=1))
         limits = settings.pop("limits", RecallLimits(max_steps=4, max_seconds=30, cell_timeout=20))
         token = settings.pop("token", None)
-        bounds = {key: settings.pop(key) for key in ("max_body", "max_requests") if key in settings}
+        bounds = {
+            key: settings.pop(key)
+            for key in ("max_body", "max_requests", "body_seconds")
+            if key in settings
+        }
         self.proxy = Proxy(self.log, backend, view=view, limits=limits, sandbox=SandboxPolicy(),
                            label=label, **settings)  # fmt: skip
         listener = listen("127.0.0.1", 0)

@@ -196,6 +196,30 @@ def test_a_request_past_the_limit_of_requests_at_once_is_a_503_with_retry_after(
     assert again.status_code == 200
 
 
+def test_a_body_begun_and_never_finished_gets_a_408_and_frees_its_slot(
+    openai_server: ScriptedOpenAIServer, start_proxy: Any
+) -> None:
+    # A request holds its slot while its body arrives: 32 bodies begun and never finished kept
+    # every other client at 503 for as long as their sockets stayed open.
+    import socket
+    from urllib.parse import urlsplit
+
+    proxy = start_proxy(openai_server, max_requests=1, body_seconds=0.5)
+    where = urlsplit(proxy.url)
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {where.netloc}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")  # fmt: skip
+    with socket.create_connection((where.hostname, where.port), timeout=30) as stalled:
+        stalled.sendall(head.encode())
+        answer = stalled.recv(65536)  # the proxy's answer, once it stops waiting for the rest
+    status, _, rest = answer.partition(b"\r\n")
+    assert status == b"HTTP/1.1 408 Request Timeout", answer
+    assert b"did not arrive within 0.5 s" in rest
+    assert proxy.log.count() == 0 and openai_server.requests == []
+    openai_server.enqueue_text("Here.")
+    served = _post(proxy, "/v1/chat/completions", json={"model": "m", "messages": QUESTION})
+    assert served.status_code == 200  # the slot (max_requests=1) is free again
+
+
 def test_a_streamed_request_refused_at_once_ends_its_worker_quietly(
     openai_proxy: ProxyServer,
 ) -> None:

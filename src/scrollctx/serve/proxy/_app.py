@@ -11,9 +11,12 @@ stays.
 Request bodies are read up to ``max_body`` bytes (413 past it, at once when the declared
 ``Content-Length`` says so) and must be JSON (400; nesting deeper than the decoder takes is a
 400 too). At most ``max_requests`` requests are served at once (a stream counts until it ends);
-one more gets 503 with ``Retry-After`` before its body is read. Together they bound what
+one more gets 503 with ``Retry-After`` before its body is read. A body must arrive whole within
+``body_seconds`` (408 past it): a request holds its slot while its body arrives, so bodies begun
+and never finished would otherwise keep every other client out. Together they bound what
 clients can make the proxy hold: ``max_requests`` bodies of ``max_body`` bytes, each about 20
-times its size once decoded (JSON of many small objects).
+times its size once decoded (JSON of many small objects), for at most ``body_seconds`` each
+before any work starts.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import anyio.lowlevel
@@ -46,10 +49,11 @@ from scrollctx.serve.proxy._door import (
 from scrollctx.serve.proxy._json import loads
 from scrollctx.serve.proxy._proxy import WIRES, Proxy
 
-__all__ = ["MAX_BODY", "MAX_REQUESTS", "build_app"]
+__all__ = ["BODY_SECONDS", "MAX_BODY", "MAX_REQUESTS", "build_app"]
 
 MAX_BODY = 64 * 1024 * 1024
 MAX_REQUESTS = 32
+BODY_SECONDS = 30.0
 
 
 def build_app(
@@ -58,14 +62,16 @@ def build_app(
     token: str | None = None,
     max_body: int = MAX_BODY,
     max_requests: int = MAX_REQUESTS,
+    body_seconds: float = BODY_SECONDS,
 ) -> Any:
     """The ASGI app of ``scroll serve`` (behind the token guard when a token is set)."""
+    bounds = _BodyBounds(max_body, body_seconds)
 
     async def chat(request: Request) -> Response:
-        return await _serve(proxy, "openai", request, max_body)
+        return await _serve(proxy, "openai", request, bounds)
 
     async def messages(request: Request) -> Response:
-        return await _serve(proxy, "anthropic", request, max_body)
+        return await _serve(proxy, "anthropic", request, bounds)
 
     async def models(request: Request) -> Response:
         return _response(await anyio.to_thread.run_sync(proxy.door.models))
@@ -106,12 +112,17 @@ class _Bounded:
             self.busy -= 1
 
 
-async def _serve(proxy: Proxy, wire: str, request: Request, max_body: int) -> Response:
+class _BodyBounds(NamedTuple):
+    max_body: int
+    seconds: float
+
+
+async def _serve(proxy: Proxy, wire: str, request: Request, bounds: _BodyBounds) -> Response:
     try:
         door = proxy.door_for(wire)
     except ScrollError as exc:
         return _response(failure(exc, WIRES[wire], proxy.door.headers))
-    body = await _read_json(request, max_body, door)
+    body = await _read_json(request, bounds, door)
     if isinstance(body, Reply):
         return _response(body)
     headers = {k.lower(): v for k, v in request.headers.items()}
@@ -132,7 +143,8 @@ async def _watch_disconnect(receive: Receive, cancelled: Cancellation) -> None:
     cancelled.cancel()
 
 
-async def _read_json(request: Request, max_body: int, door: Door) -> Any:
+async def _read_json(request: Request, bounds: _BodyBounds, door: Door) -> Any:
+    max_body = bounds.max_body
     too_large = Reply.json(
         413,
         door.wire.error_body(
@@ -146,11 +158,16 @@ async def _read_json(request: Request, max_body: int, door: Door) -> Any:
     if declared.isdigit() and int(declared) > max_body:
         return too_large  # not a byte read
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_body:
-            return too_large
-        chunks.append(chunk)
+    with anyio.move_on_after(bounds.seconds) as waiting:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_body:
+                return too_large
+            chunks.append(chunk)
+    if waiting.cancelled_caught:
+        message = (f"the request body did not arrive within {bounds.seconds:g} s, the most "
+                   "scroll serve waits for one; nothing of it was logged")  # fmt: skip
+        return Reply.json(408, door.wire.error_body(408, message), door.headers)
     try:
         return loads(b"".join(chunks))
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
