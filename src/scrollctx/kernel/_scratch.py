@@ -108,6 +108,11 @@ def _signature(st: os.stat_result) -> Signature:
     return None if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
+def _file_bytes(found: dict[str, Signature]) -> int:
+    """The apparent size of the files a walk found (what the quota counts)."""
+    return sum(sig[0] for sig in found.values() if sig is not None)
+
+
 @dataclass
 class _Walk:
     """What one walk found: every regular file and folder beneath a root (relative paths), and
@@ -305,7 +310,7 @@ class ScratchMirror:
     def seed(self) -> list[str]:
         """Copy the whole real folder into the (empty) tmpfs, before any model code runs."""
         walk = _walk(self.real.root)
-        total = sum(sig[0] for sig in walk.found.values() if sig is not None)
+        total = _file_bytes(walk.found)
         if total > self.quota or walk.over:
             what = walk.short if walk.over else f"holds {total:,} bytes"
             raise ScratchTooLarge(
@@ -367,8 +372,7 @@ class ScratchMirror:
         there = seen_there.found
         budget = None
         if target is self.real:  # a short walk may miss files: then only what deletions free
-            held = sum(sig[0] for sig in there.values() if sig is not None)
-            budget = _Budget(0 if seen_there.short else self.quota - held, there)
+            budget = _Budget(0 if seen_there.short else self.quota - _file_bytes(there), there)
         removing = _Cursor(target)
         try:  # deletions first, so what they free counts for the copies
             for rel in sorted(gone, reverse=True):  # what a folder holds before the folder
