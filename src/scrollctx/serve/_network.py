@@ -137,8 +137,18 @@ def _cookie(header: bytes, name: str) -> bytes:
 def _names_loopback(scope: Scope) -> bool:
     """Whether the request's ``Host`` header names this machine (its port aside)."""
     host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-    name = host.rsplit(":", 1)[0] if host.count(":") == 1 or host.startswith("[") else host
-    return is_loopback(name)
+    return is_loopback(_host_name(host).lower())
+
+
+def _host_name(host: str) -> str:
+    """The name in a ``Host`` header (``name``, ``name:port``, ``[v6]``, ``[v6]:port``), or
+    ``""`` if the header is not one of those."""
+    if host.startswith("["):
+        name, bracket, port = host[1:].partition("]")
+        port = port.removeprefix(":") if bracket else "x"
+    else:
+        name, _, port = host.partition(":")
+    return name if port.isdigit() or port == "" else ""
 
 
 def _same_origin(scope: Scope) -> bool:

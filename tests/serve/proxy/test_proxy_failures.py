@@ -204,3 +204,15 @@ def test_without_a_token_a_request_naming_another_host_is_refused(
     assert _user_turns(openai_proxy) == []
     openai_server.enqueue_text("Hello.")
     assert openai_proxy.openai().chat.completions.create(model="m", messages=QUESTION)
+
+
+def test_without_a_token_every_spelling_of_a_loopback_host_is_answered(openai_proxy: Any) -> None:
+    # Host names are case-insensitive and a port may be left out (the scheme's default): a
+    # client naming this machine in any of the ways HTTP allows is not mistaken for a rebinding.
+    port = openai_proxy.url.rsplit(":", 1)[1]
+    for host in ("[::1]", f"[::1]:{port}", f"LOCALHOST:{port}", "localhost", "127.0.0.1"):
+        response = httpx2.get(f"{openai_proxy.url}/v1/models", headers={"Host": host})
+        assert response.status_code == 200, host
+    for host in ("[::1", "[::1]x", f"127.0.0.1:{port}x", "x@localhost", "::1"):
+        response = httpx2.get(f"{openai_proxy.url}/v1/models", headers={"Host": host})
+        assert response.status_code in (400, 421), host
