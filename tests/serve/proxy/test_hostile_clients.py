@@ -6,7 +6,11 @@ next request."""
 from __future__ import annotations
 
 import json
+import logging
+import socket
+import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 import pytest
@@ -201,15 +205,8 @@ def test_a_body_begun_and_never_finished_gets_a_408_and_frees_its_slot(
 ) -> None:
     # A request holds its slot while its body arrives: 32 bodies begun and never finished kept
     # every other client at 503 for as long as their sockets stayed open.
-    import socket
-    from urllib.parse import urlsplit
-
     proxy = start_proxy(openai_server, max_requests=1, body_seconds=0.5)
-    where = urlsplit(proxy.url)
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {where.netloc}\r\n"
-            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")  # fmt: skip
-    with socket.create_connection((where.hostname, where.port), timeout=30) as stalled:
-        stalled.sendall(head.encode())
+    with _body_begun(proxy) as stalled:
         answer = stalled.recv(65536)  # the proxy's answer, once it stops waiting for the rest
     status, _, rest = answer.partition(b"\r\n")
     assert status == b"HTTP/1.1 408 Request Timeout", answer
@@ -218,6 +215,39 @@ def test_a_body_begun_and_never_finished_gets_a_408_and_frees_its_slot(
     openai_server.enqueue_text("Here.")
     served = _post(proxy, "/v1/chat/completions", json={"model": "m", "messages": QUESTION})
     assert served.status_code == 200  # the slot (max_requests=1) is free again
+
+
+def test_a_client_gone_before_its_body_arrived_frees_its_slot_and_logs_no_traceback(
+    openai_server: ScriptedOpenAIServer, start_proxy: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Starlette raises ClientDisconnect out of the body's stream: uvicorn wrote "Exception in
+    # ASGI application" and a whole traceback to the server's stderr for every such client.
+    proxy = start_proxy(openai_server, max_requests=1)
+    logging.getLogger("uvicorn.error").addHandler(caplog.handler)  # uvicorn's own log
+    with _body_begun(proxy):
+        assert _until(proxy, lambda status: status == 503)  # the proxy is reading the body
+    assert _until(proxy, lambda status: status == 200)  # its request ended, its slot is free
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert proxy.log.count() == 0 and openai_server.requests == []
+
+
+def _body_begun(proxy: ProxyServer) -> socket.socket:
+    """A connection that sent a request's headers and the first byte of its body, no more."""
+    where = urlsplit(proxy.url)
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {where.netloc}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")  # fmt: skip
+    connection = socket.create_connection((where.hostname, where.port), timeout=30)
+    connection.sendall(head.encode())
+    return connection
+
+
+def _until(proxy: ProxyServer, wanted: Any, seconds: float = 10) -> bool:
+    """Whether ``GET /v1/models`` answers a status ``wanted`` accepts within ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if wanted(httpx2.get(f"{proxy.url}/v1/models").status_code):
+            return True
+    return False
 
 
 def test_a_streamed_request_refused_at_once_ends_its_worker_quietly(

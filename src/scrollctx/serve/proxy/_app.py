@@ -31,7 +31,7 @@ import anyio.lowlevel
 import anyio.to_thread
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -159,11 +159,15 @@ async def _read_json(request: Request, bounds: _BodyBounds, door: Door) -> Any:
         return too_large  # not a byte read
     chunks, size = [], 0
     with anyio.move_on_after(bounds.seconds) as waiting:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > max_body:
-                return too_large
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > max_body:
+                    return too_large
+                chunks.append(chunk)
+        except ClientDisconnect:  # nobody reads the answer; it keeps the server's log quiet
+            message = "the client went away before its body arrived; nothing of it was logged"
+            return Reply.json(400, door.wire.error_body(400, message), door.headers)
     if waiting.cancelled_caught:
         message = (f"the request body did not arrive within {bounds.seconds:g} s, the most "
                    "scroll serve waits for one; nothing of it was logged")  # fmt: skip
