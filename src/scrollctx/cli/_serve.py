@@ -141,6 +141,13 @@ _APIS = ("openai", "anthropic")
     show_default=True,
     help="Requests served at once (503 with Retry-After past it).",
 )
+@click.option(
+    "--body-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds a request body may take to arrive whole (408 past it).",
+)
 @kernel_pool_options("conversation")
 @sandbox_options("Recall kernel")
 @token_options("SCROLL_SERVE_TOKEN")
@@ -162,6 +169,7 @@ def serve_command(
     session_key: str,
     max_body_mb: int,
     max_requests: int,
+    body_seconds: float,
     idle_timeout: float,
     max_kernels: int,
     sandbox: SandboxPolicy,
@@ -189,6 +197,7 @@ def serve_command(
         session_key=session_key,
         max_body=max_body_mb * 1024 * 1024,
         max_requests=max_requests,
+        body_seconds=body_seconds,
         idle_timeout=idle_timeout,
         max_kernels=max_kernels,
     )

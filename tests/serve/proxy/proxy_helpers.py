@@ -4,10 +4,12 @@ real server would (the view calibrates its token counts from it)."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
 
@@ -97,6 +99,17 @@ def _http() -> Any:
 
     nodelay = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
     return httpx2.Client(transport=httpx2.HTTPTransport(socket_options=nodelay), timeout=60)
+
+
+def body_begun(url: str) -> socket.socket:
+    """A connection to ``url`` that sent a request's headers and the first byte of its body,
+    no more (a client that stalls, or goes away, mid-body)."""
+    where = urlsplit(url)
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {where.netloc}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")  # fmt: skip
+    connection = socket.create_connection((where.hostname, where.port), timeout=30)
+    connection.sendall(head.encode())
+    return connection
 
 
 def upstream_backend(kind: str, server: Any, **options: Any) -> Any:

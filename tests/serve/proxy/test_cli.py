@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from proxy_helpers import body_begun
 from scripted_servers import ScriptedOpenAIServer
 
 from scrollctx.cli import run
@@ -55,7 +56,7 @@ def test_the_installed_command_serves_until_interrupted(
     store = request.getfixturevalue("postgres_url") if shared else str(tmp_path / "store")
     local = {"SCROLL_LOCAL_DIR": str(tmp_path / "host")}  # a shared store's replica
     command = [str(SCROLL), "serve", "--upstream", openai_server.base_url, "--port", "0",
-               "--sandbox", "best-effort", "--store", store]  # fmt: skip
+               "--sandbox", "best-effort", "--store", store, "--body-seconds", "0.5"]  # fmt: skip
     server = subprocess.Popen(command, stderr=subprocess.PIPE, text=True,
                               env={**os.environ, **local})  # fmt: skip
     try:
@@ -71,6 +72,8 @@ def test_the_installed_command_serves_until_interrupted(
         assert raw.parse().choices[0].message.content == "Hello from upstream."
         assert raw.headers["x-scroll-sandbox"] == "best-effort (opt-out)"
         client.close()
+        with body_begun(found.group(1)) as stalled:
+            assert b"did not arrive within 0.5 s" in stalled.recv(65536)  # --body-seconds
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=30) == 130  # interrupted: the exit code of Ctrl-C
     finally:

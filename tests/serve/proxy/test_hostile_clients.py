@@ -10,11 +10,10 @@ import logging
 import socket
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx2
 import pytest
-from proxy_helpers import ProxyServer, openai_text, prompt_tokens
+from proxy_helpers import ProxyServer, body_begun, openai_text, prompt_tokens
 from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
 
 from scrollctx.serve.proxy import RECALL_TOOL, ViewSettings
@@ -140,8 +139,6 @@ def test_a_body_past_the_bound_is_a_413_saying_so_and_nothing_of_it_is_logged(
     # Declared too large (Content-Length): refused before a byte is read, so a client that
     # declares 10 GB and sends none of it is answered at once. Sent chunked (no length):
     # refused once what was read passes the bound, the rest never held.
-    import socket
-
     proxy = start_proxy(openai_server, max_body=64 * 1024)
     host, port = proxy.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as declared:
@@ -206,7 +203,7 @@ def test_a_body_begun_and_never_finished_gets_a_408_and_frees_its_slot(
     # A request holds its slot while its body arrives: 32 bodies begun and never finished kept
     # every other client at 503 for as long as their sockets stayed open.
     proxy = start_proxy(openai_server, max_requests=1, body_seconds=0.5)
-    with _body_begun(proxy) as stalled:
+    with body_begun(proxy.url) as stalled:
         answer = stalled.recv(65536)  # the proxy's answer, once it stops waiting for the rest
     status, _, rest = answer.partition(b"\r\n")
     assert status == b"HTTP/1.1 408 Request Timeout", answer
@@ -224,21 +221,11 @@ def test_a_client_gone_before_its_body_arrived_frees_its_slot_and_logs_no_traceb
     # ASGI application" and a whole traceback to the server's stderr for every such client.
     proxy = start_proxy(openai_server, max_requests=1)
     logging.getLogger("uvicorn.error").addHandler(caplog.handler)  # uvicorn's own log
-    with _body_begun(proxy):
+    with body_begun(proxy.url):
         assert _until(proxy, lambda status: status == 503)  # the proxy is reading the body
     assert _until(proxy, lambda status: status == 200)  # its request ended, its slot is free
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert proxy.log.count() == 0 and openai_server.requests == []
-
-
-def _body_begun(proxy: ProxyServer) -> socket.socket:
-    """A connection that sent a request's headers and the first byte of its body, no more."""
-    where = urlsplit(proxy.url)
-    head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {where.netloc}\r\n"
-            "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")  # fmt: skip
-    connection = socket.create_connection((where.hostname, where.port), timeout=30)
-    connection.sendall(head.encode())
-    return connection
 
 
 def _until(proxy: ProxyServer, wanted: Any, seconds: float = 10) -> bool:

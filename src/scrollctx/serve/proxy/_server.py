@@ -18,7 +18,7 @@ from scrollctx.config import Config
 from scrollctx.kernel import SandboxPolicy
 from scrollctx.log import open_store
 from scrollctx.serve._network import check_bind, listen
-from scrollctx.serve.proxy._app import MAX_BODY, MAX_REQUESTS, build_app
+from scrollctx.serve.proxy._app import BODY_SECONDS, MAX_BODY, MAX_REQUESTS, build_app
 from scrollctx.serve.proxy._conversations import ViewSettings
 from scrollctx.serve.proxy._proxy import Proxy, sandbox_label
 from scrollctx.serve.proxy._recall import RecallLimits
@@ -39,6 +39,7 @@ class ServeOptions:
     session_key: str = "header"
     max_body: int = MAX_BODY
     max_requests: int = MAX_REQUESTS
+    body_seconds: float = BODY_SECONDS
     idle_timeout: float = 900.0
     max_kernels: int = 8
 
@@ -82,7 +83,8 @@ def serve_proxy(
         shown = f"[{options.host}]" if ":" in options.host else options.host
         on_ready(f"http://{shown}:{listener.getsockname()[1]}", label)
         app = build_app(proxy, token=options.token, max_body=options.max_body,
-                        max_requests=options.max_requests)  # fmt: skip
+                        max_requests=options.max_requests,
+                        body_seconds=options.body_seconds)  # fmt: skip
         served = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=5)
         uvicorn.Server(served).run(sockets=[listener])
     finally:
