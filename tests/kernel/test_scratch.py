@@ -226,12 +226,12 @@ def test_the_copy_backs_notes_share_the_observations_cap(tmp_path: Path) -> None
         cell = (
             "import os\nos.mkdir('out')\nfor i in range(300): open(f'out/{i:05d}' + 'N' * 200, 'w')"
         )
-        for source in (cell, "pass"):  # the failures repeat in the next cell
-            result = kernel.run_cell(source)
-            observation = render_observation(result)
-            assert len(observation) <= 1000 + 1000 + 8000 + 200, len(observation)
-            assert len(result.notes) <= MAX_NOTES + 1
-            assert result.notes[-1].endswith("more notes not shown"), result.notes[-1]
+        result = kernel.run_cell(cell)
+        observation = render_observation(result)
+        assert len(observation) <= 1000 + 1000 + 8000 + 200, len(observation)
+        assert len(result.notes) <= MAX_NOTES + 1
+        assert result.notes[-1].endswith("more notes not shown"), result.notes[-1]
+        assert kernel.run_cell("pass").notes == ()  # the failures repeat, their notes do not
     assert list(outside.iterdir()) == []
 
 
@@ -315,13 +315,14 @@ for name, depth in (("d", 67), ("x" * 255, 20)):
         fd = child
     os.close(fd)
 """
-    for source in (cell, "pass"):  # the next cell's sync leaves them out again
-        result = kernel.run_cell(source)
-        assert result.ok, result.error
-        assert [n for n in result.notes if "they were not synced" in n] == [
-            "the kernel's scratch holds 2 entries (files or folders, with all they hold) "
-            "deeper than 64 folders or with paths longer than 4,096 bytes; they were not synced"
-        ], result.notes
+    result = kernel.run_cell(cell)
+    assert result.ok, result.error
+    assert [n for n in result.notes if "they were not synced" in n] == [
+        "the kernel's scratch holds 2 entries (files or folders, with all they hold) "
+        "deeper than 64 folders or with paths longer than 4,096 bytes; they were not synced"
+    ], result.notes
+    later = kernel.run_cell("pass")  # its sync leaves them out again, and says so no more
+    assert later.ok and later.notes == (), later.notes
     assert _chain_depth(kernel.scratch, "d") == 64  # MAX_DEPTH
     assert _chain_depth(kernel.scratch, "x" * 255) == 16  # 16 * 256 - 1 = 4,095 bytes
 
@@ -355,6 +356,11 @@ def test_the_copy_back_never_puts_more_than_the_quota_in_the_real_folder(tmp_pat
             "(each file counts at its full size: the copy fills holes and copies each hard "
             "link on its own)"
         ], result.notes
+        assert kernel.run_cell("pass").notes == ()  # still not copied; said once
+        result = kernel.run_cell("open('two', 'wb').write(b'y' * 2**20)")
+        assert [n for n in result.notes if "would then hold more than" in n] == [
+            budget_notes[0].replace("7 scratch files (73,400,320", "8 scratch files (74,448,896")
+        ], result.notes  # what the note says changed: said again
     size, on_disk = _files_bytes(scratch)
     assert size <= 4 * 1024**2 and on_disk <= 4 * 1024**2, (size, on_disk)
     assert sorted(p.name for p in scratch.iterdir()) == ["link0", "link1", "link2", "mine.txt"]

@@ -30,7 +30,9 @@ each copy are counted against it (:class:`_Budget`; deletions first, so what the
 and a file that does not fit is not copied, with one note counting them. Copies are dense and
 each hard link is its own file, so counting apparent sizes bounds the blocks written. Problems
 become notes in the cell's observation, never errors; they share the observation's cap on notes
-with the worker's own (the kernel applies it), so a cell cannot grow an observation with them.
+with the worker's own (the kernel applies it), so a cell cannot grow an observation with them. A
+problem that lasts is retried at every sync and noted once: a note the sync before gave is not
+repeated (it is again once a sync went without it).
 
 Bounds. A walk takes at most :data:`MAX_ENTRIES` files and folders and :data:`MAX_PATH_BYTES`
 of relative paths (then it stops: the rest is not synced, no deletion is, and a folder past
@@ -84,11 +86,13 @@ class ScratchTooLarge(UsageError):
 
 @dataclass
 class _Side:
-    """One of the two folders: its root descriptor and what the last sync saw there."""
+    """One of the two folders: its root descriptor, what the last sync saw there, and the notes
+    the last sync to it gave."""
 
     root: int
     name: str
     seen: dict[str, Signature] = field(default_factory=dict)
+    said: set[str] = field(default_factory=set)
 
 
 def open_inside(pid: int, scratch: str) -> int:
@@ -344,7 +348,11 @@ class ScratchMirror:
             self._copy_changes(source, target, notes, host_wins=host_wins)
         except OSError as exc:
             notes.append(f"the scratch sync to {target.name} stopped: {exc.strerror}")
-        return notes
+        # A problem that lasts (a file over the quota, a folder too deep) is retried at every
+        # sync but said once, not in every cell's observation, until what it says changes.
+        fresh = [note for note in notes if note not in target.said]
+        target.said = set(notes)
+        return fresh
 
     def _copy_changes(
         self, source: _Side, target: _Side, notes: list[str], *, host_wins: bool
