@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from needs import missing
-from scrollctx.kernel import Kernel, Limits, SandboxPolicy, _scratch, render_observation
+from scrollctx.kernel import (
+    Kernel,
+    Limits,
+    SandboxPolicy,
+    _scratch,
+    _scratch_walk,
+    render_observation,
+)
 from scrollctx.kernel._result import MAX_NOTES
 from scrollctx.kernel._scratch import ScratchTooLarge
 
@@ -262,16 +269,16 @@ def test_a_folder_that_vanishes_during_the_copy_back_is_a_note(
     # (done here, at that moment, through the worker's root, so the race is always won).
     gone = f"/proc/{kernel.pid}/root{kernel.scratch}/gone"
     removed: list[str] = []
-    signature = _scratch._signature
+    signature = _scratch_walk.signature
 
-    def vanish(st: os.stat_result) -> _scratch.Signature:
+    def vanish(st: os.stat_result) -> _scratch_walk.Signature:
         if not removed and stat.S_ISDIR(st.st_mode) and os.path.isdir(gone):
             if os.stat(gone).st_ino == st.st_ino:
                 os.rmdir(gone)
                 removed.append(gone)
         return signature(st)
 
-    monkeypatch.setattr(_scratch, "_signature", vanish)
+    monkeypatch.setattr(_scratch_walk, "signature", vanish)
     cell = "import os\nos.mkdir('gone')\nos.mkdir('kept')\nopen('kept/f', 'w').write('x')"
     result = kernel.run_cell(cell)
     assert removed

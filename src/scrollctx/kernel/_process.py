@@ -50,7 +50,8 @@ from scrollctx.kernel._namespace import (
 )
 from scrollctx.kernel._policy import Limits
 from scrollctx.kernel._quota import WorkerWatch
-from scrollctx.kernel._scratch import MAX_ENTRIES, ScratchMirror, open_inside
+from scrollctx.kernel._scratch import ScratchMirror, open_inside
+from scrollctx.kernel._scratch_walk import MAX_ENTRIES
 from scrollctx.kernel._tasks import TaskCap, cap_tasks
 
 __all__ = ["WorkerProcess", "default_python", "describe_exit", "worker_environment"]

@@ -14,7 +14,7 @@ worker lives (between cells too):
   apply where the worker writes the real folder: without the namespaces layer);
 - the files and folders in the worker's scratch tmpfs (with the namespaces layer, whose tmpfs
   caps bytes but not entries, and every entry costs the host's kernel memory): over
-  :data:`~scrollctx.kernel._scratch.MAX_ENTRIES`, it is killed;
+  :data:`~scrollctx.kernel._scratch_walk.MAX_ENTRIES`, it is killed;
 - while no cell runs (the host says so with :attr:`WorkerWatch.busy`), the CPU time the worker
   uses, from ``/proc/<pid>/stat``: over the idle budget since the last cell ended (threads a cell
   left spinning), it is killed.
@@ -30,7 +30,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from scrollctx.kernel._scratch import MAX_ENTRIES
+from scrollctx.kernel._scratch_walk import MAX_ENTRIES
 
 __all__ = ["POLL_SECONDS", "WorkerWatch", "cpu_seconds", "written_bytes"]
 

@@ -13,36 +13,32 @@ host copies between the two, and only the host:
   user added or edited while the kernel runs), after each cell and when the worker ends (killed
   or dead: the held descriptor keeps the tmpfs readable) it *pushes* what the cell changed.
 
-Invariants. Every walk goes through directory descriptors opened with ``O_NOFOLLOW``, each from
-its parent's, depth first, holding open only the folders on the path from the root to the one
-being read (so many sibling folders cost the host no descriptors); a folder that vanishes or
-cannot be opened mid-walk makes the walk short: what it saw is synced, no deletion is. Only
-regular files and folders are copied: a symlink, FIFO or socket a cell makes is never followed or
-copied, so no name a cell plants can make the host read or write outside the two folders. A file
-is written under a new temporary name of fixed length (``.scroll-sync-`` and 12 random hex digits,
-made ``O_EXCL``) in its folder and renamed over the old one (a symlink there is replaced, never
-followed), so a file of any name up to ``NAME_MAX`` (255 bytes) is copied. A change is what
-differs from the manifest of the last sync (size, mtime, inode, per side); a file both sides
-changed during one cell keeps the host's version. A deletion is copied only for files the other
-side left unchanged. Before writing the real folder the host checks its free disk, and it never
-makes that folder hold more than the quota: the apparent sizes (``st_size``) of its files after
-each copy are counted against it (:class:`_Budget`; deletions first, so what they free counts),
-and a file that does not fit is not copied, with one note counting them. Copies are dense and
-each hard link is its own file, so counting apparent sizes bounds the blocks written. Problems
-become notes in the cell's observation, never errors; they share the observation's cap on notes
-with the worker's own (the kernel applies it), so a cell cannot grow an observation with them. A
-problem that lasts is retried at every sync and noted once: a note the sync before gave is not
-repeated (it is again once a sync went without it).
+Invariants. Every walk is :func:`~scrollctx.kernel._scratch_walk.walk_folder`'s (through
+descriptors, never a symlink, within its bounds); a short one (a folder vanished or could not be
+opened mid-walk, or a bound stopped it) has what it saw synced, and no deletion. Only regular files
+and folders are copied: a symlink, FIFO or socket a cell makes is never followed or copied, so no
+name a cell plants can make the host read or write outside the two folders. A file is written under
+a new temporary name of fixed length (``.scroll-sync-`` and 12 random hex digits, made ``O_EXCL``)
+in its folder and renamed over the old one (a symlink there is replaced, never followed), so a file
+of any name up to ``NAME_MAX`` (255 bytes) is copied. A change is what differs from the manifest of
+the last sync (size, mtime, inode, per side); a file both sides changed during one cell keeps the
+host's version. A deletion is copied only for files the other side left unchanged. Before writing
+the real folder the host checks its free disk, and it never makes that folder hold more than the
+quota: the apparent sizes (``st_size``) of its files after each copy are counted against it
+(:class:`_Budget`; deletions first, so what they free counts), and a file that does not fit is not
+copied, with one note counting them. Copies are dense and each hard link is its own file, so
+counting apparent sizes bounds the blocks written. Problems become notes in the cell's observation,
+never errors; they share the observation's cap on notes with the worker's own (the kernel applies
+it), so a cell cannot grow an observation with them. A problem that lasts is retried at every sync
+and noted once: a note the sync before gave is not repeated (it is again once a sync went without
+it).
 
-Bounds. A walk takes at most :data:`MAX_ENTRIES` files and folders and :data:`MAX_PATH_BYTES`
-of relative paths (then it stops: the rest is not synced, no deletion is, and a folder past
-either cannot seed a kernel); it leaves out what lies deeper than :data:`MAX_DEPTH` folders or
-past :data:`MAX_PATH` bytes of path (one note counts them; no walk takes them, so their absence
-never reads as a deletion). So a walk holds at most ``MAX_DEPTH + 1`` descriptors, and a sync,
-which holds four manifests (both sides' last sync, both sides' walks), at most 4 x 100,000
-entries and 4 x 16 MiB of paths: about 140 MB measured for the worst case. Copies and deletions
-go in sorted order through a :class:`_Cursor` per side, which keeps the folders of the last
-path open, so each folder is opened about once per sync, whatever its depth.
+Bounds. A sync holds four manifests (both sides' last sync, both sides' walks): at most 4 x 100,000
+entries and 4 x 16 MiB of paths, about 140 MB measured for the worst case; a folder past a walk's
+bounds cannot seed a kernel, and what lies past its depth or path-length bounds is never copied
+(one note counts it). Copies and deletions go in sorted order through a :class:`_Cursor` per side,
+which keeps the folders of the last path open, so each folder is opened about once per sync,
+whatever its depth.
 """
 
 from __future__ import annotations
@@ -55,28 +51,24 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from scrollctx.errors import UsageError
+from scrollctx.kernel._scratch_walk import (
+    DIR_FLAGS,
+    MAX_DEPTH,
+    MAX_ENTRIES,
+    MAX_PATH,
+    Signature,
+    file_bytes,
+    open_folder,
+    signature,
+    walk_folder,
+)
 
 __all__ = ["ScratchMirror", "ScratchTooLarge", "open_inside"]
 
-MAX_ENTRIES = 100_000
-"""Files and folders a sync walks at most (more are not copied, and a note says so)."""
-
-MAX_DEPTH = 64
-"""The most folders a synced path may lie beneath (deeper ones are not copied; a note says so)."""
-
-MAX_PATH = 4096
-"""The longest synced relative path, in bytes (``PATH_MAX``; longer ones are not copied)."""
-
-MAX_PATH_BYTES = 16 * 1024**2
-"""The bytes of relative paths one walk holds at most (it stops there, as at MAX_ENTRIES)."""
-
-_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _CHUNK = 1 << 20
 
-Signature = tuple[int, int, int] | None
-"""(size, mtime_ns, inode) of a file; ``None`` for a folder."""
 _ABSENT: Literal[False] = False  # what a walk found for a path it did not find
 
 
@@ -103,122 +95,9 @@ def open_inside(pid: int, scratch: str) -> int:
     """
     root = os.open(f"/proc/{pid}/root", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        return _open_folder(root, scratch.strip("/"))
+        return open_folder(root, scratch.strip("/"))
     finally:
         os.close(root)
-
-
-def _signature(st: os.stat_result) -> Signature:
-    return None if stat.S_ISDIR(st.st_mode) else (st.st_size, st.st_mtime_ns, st.st_ino)
-
-
-def _file_bytes(found: dict[str, Signature]) -> int:
-    """The apparent size of the files a walk found (what the quota counts)."""
-    return sum(sig[0] for sig in found.values() if sig is not None)
-
-
-@dataclass
-class _Walk:
-    """What one walk found: every regular file and folder beneath a root (relative paths), and
-    why it saw only part of the tree, if it did (then no deletion may be inferred from it)."""
-
-    found: dict[str, Signature] = field(default_factory=dict)
-    short: str | None = None
-    over: bool = False
-    """Whether a bound stopped it (rather than a folder it could not read)."""
-    beyond: int = 0
-    """Entries left out for lying deeper than MAX_DEPTH or past MAX_PATH bytes (no walk ever
-    takes them, so their absence never reads as a deletion)."""
-    held: int = 0
-    """The bytes of the relative paths in ``found``."""
-
-    def stop(self, why: str, *, over: bool = False) -> None:
-        self.short = self.short or why
-        self.over = self.over or over
-
-
-@dataclass
-class _Level:
-    """A folder open on the walk's path from the root: the subfolders it has yet to show."""
-
-    fd: int
-    prefix: str
-    depth: int = 0
-    size: int = 0
-    """The bytes of ``prefix``."""
-    folders: list[str] = field(default_factory=list)
-
-
-def _walk(root: int, limit: int = MAX_ENTRIES) -> _Walk:
-    """Walk ``root`` depth first, holding open only the folders on the path to the one being
-    read (each opened from its parent's descriptor, never through a symlink).
-
-    A folder that cannot be opened or read (it vanished, ``EMFILE``, ``EACCES``) is left out and
-    makes the walk short; so does reaching ``limit`` entries, which ends it.
-    """
-    walk = _Walk()
-    chain = [_Level(os.dup(root), "")]
-    try:
-        _read(chain[-1], walk, limit)
-        while chain and not walk.over:
-            level = chain[-1]
-            if not level.folders:
-                os.close(chain.pop().fd)
-                continue
-            name = level.folders.pop()
-            try:
-                fd = os.open(name, _DIR, dir_fd=level.fd)
-            except OSError as exc:
-                walk.stop(f"could not open {level.prefix + name} ({exc.strerror})")
-                continue
-            size = level.size + len(os.fsencode(name)) + 1
-            chain.append(_Level(fd, f"{level.prefix}{name}/", level.depth + 1, size))
-            _read(chain[-1], walk, limit)
-    finally:
-        for level in chain:
-            os.close(level.fd)
-    return walk
-
-
-def _read(level: _Level, walk: _Walk, limit: int) -> None:
-    # One folder's entries into the walk; its subfolders onto the level, to be visited next.
-    try:
-        with os.scandir(level.fd) as entries:
-            for entry in entries:
-                if len(walk.found) >= limit:
-                    walk.stop(f"holds more than {limit:,} files and folders", over=True)
-                    return
-                st = entry.stat(follow_symlinks=False)
-                if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-                    continue  # symlinks, FIFOs, sockets stay where they are
-                size = level.size + len(os.fsencode(entry.name))
-                if level.depth >= MAX_DEPTH or size > MAX_PATH:
-                    walk.beyond += 1  # and, for a folder, what it holds: it is not opened
-                    continue
-                walk.held += size
-                if walk.held > MAX_PATH_BYTES:
-                    walk.stop(f"holds more than {MAX_PATH_BYTES:,} bytes of paths", over=True)
-                    return
-                walk.found[level.prefix + entry.name] = _signature(st)
-                if stat.S_ISDIR(st.st_mode):
-                    level.folders.append(entry.name)
-    except OSError as exc:
-        walk.stop(f"could not read {level.prefix or 'its top folder'} ({exc.strerror})")
-
-
-def _open_folder(root: int, rel: str) -> int:
-    """Open the folder ``rel`` beneath ``root`` one component at a time, never through a
-    symlink."""
-    fd = os.dup(root)
-    try:
-        for part in rel.split("/"):
-            child = os.open(part, _DIR, dir_fd=fd)
-            os.close(fd)
-            fd = child
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
 
 
 @dataclass
@@ -272,7 +151,7 @@ class _Cursor:
                     os.mkdir(part, 0o755, dir_fd=parent)
                 except FileExistsError:
                     pass
-            self._fds.append(os.open(part, _DIR, dir_fd=parent))
+            self._fds.append(os.open(part, DIR_FLAGS, dir_fd=parent))
             self._names.append(part)
         return self._fds[-1] if self._fds else self.side.root
 
@@ -299,7 +178,7 @@ class ScratchMirror:
 
     def __init__(self, real: str, inside: int, *, quota: int, floor: int) -> None:
         self.quota = quota
-        self.real = _Side(os.open(real, _DIR), real)
+        self.real = _Side(os.open(real, DIR_FLAGS), real)
         self.inside = _Side(inside, "the kernel's scratch")
         self.floor = min(floor, _free(self.real.root) // 2)
 
@@ -313,8 +192,8 @@ class ScratchMirror:
 
     def seed(self) -> list[str]:
         """Copy the whole real folder into the (empty) tmpfs, before any model code runs."""
-        walk = _walk(self.real.root)
-        total = _file_bytes(walk.found)
+        walk = walk_folder(self.real.root)
+        total = file_bytes(walk.found)
         if total > self.quota or walk.over:
             what = walk.short if walk.over else f"holds {total:,} bytes"
             raise ScratchTooLarge(
@@ -358,7 +237,7 @@ class ScratchMirror:
         self, source: _Side, target: _Side, notes: list[str], *, host_wins: bool
     ) -> None:
         # host_wins: when both changed a file since the last sync, the real folder's stays.
-        walk = _walk(source.root)
+        walk = walk_folder(source.root)
         now = walk.found
         if walk.short:
             notes.append(
@@ -376,11 +255,11 @@ class ScratchMirror:
         changed = sorted(rel for rel, sig in now.items() if source.seen.get(rel, _ABSENT) != sig)
         if not (changed or gone):
             return  # nothing to copy or delete: the target side need not be walked
-        seen_there = _walk(target.root)  # a short walk only keeps more as it is
+        seen_there = walk_folder(target.root)  # a short walk only keeps more as it is
         there = seen_there.found
         budget = None
         if target is self.real:  # a short walk may miss files: then only what deletions free
-            budget = _Budget(0 if seen_there.short else self.quota - _file_bytes(there), there)
+            budget = _Budget(0 if seen_there.short else self.quota - file_bytes(there), there)
         removing = _Cursor(target)
         try:  # deletions first, so what they free counts for the copies
             for rel in sorted(gone, reverse=True):  # what a folder holds before the folder
@@ -517,7 +396,7 @@ def _write_over(src: int, st: os.stat_result, name: str, folder: int) -> Signatu
     except OSError:
         _unlink_quietly(temp, folder)
         raise
-    return _signature(os.stat(name, dir_fd=folder, follow_symlinks=False))
+    return signature(os.stat(name, dir_fd=folder, follow_symlinks=False))
 
 
 def _chunks(fd: int, size: int) -> Iterator[bytes]:
