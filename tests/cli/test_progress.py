@@ -10,7 +10,8 @@ import re
 
 from rich.console import Console
 
-from scrollctx.agent.backends import RETRY_LOGGER
+from scrollctx.agent import ModelStep
+from scrollctx.agent.backends import RETRY_LOGGER, ToolCall
 from scrollctx.cli._progress import BenchView, LiveLine, StepView
 
 
@@ -37,6 +38,20 @@ def test_streamed_text_shows_its_last_lines_above_the_line_escaped() -> None:
     assert lines[4].startswith("step 0 · waiting for the model")
     live.set("step 0 · running repl_exec")
     assert "five" not in live.render()  # a new phase starts without the old preview
+
+
+def test_a_tool_name_the_model_chose_reaches_the_live_line_escaped() -> None:
+    # The name went into the live line raw: an OSC title, a colour and a bidi override reached
+    # the terminal while every other line showing it was escaped.
+    name = "evil\x1b]0;PWNT\x1b\\\x1b[41m\u202ered"
+    call = ToolCall(id="c1", name=name, arguments={}, raw_arguments="{}")
+    view = StepView(console=_console(io.StringIO()))
+    view.show(ModelStep(seq=1, step_index=0, text="", headline=None, reasoning="",
+                        tool_calls=(call,), usage=None, elapsed_s=0.1))  # fmt: skip
+    shown = view.live_line.render()
+    view.idle()
+    assert shown.startswith("step 0 · running evil\\x1b]0;PWNT\\x1b\\\\x1b[41m\\u202ered · ")
+    assert not set(shown) & {"\x1b", "\u202e"}
 
 
 def test_retry_notices_show_while_a_view_is_open_and_only_then() -> None:

@@ -52,8 +52,10 @@ class LiveLine:
         self.preview = ""
 
     def set(self, label: str) -> None:
-        """Say what is happening now; its clock starts at zero."""
-        self.label, self.since, self.preview = label, time.monotonic(), ""
+        """Say what is happening now; its clock starts at zero. The label may hold a name the
+        model chose (the tool it called): escaped, as the line is shown on a terminal only."""
+        self.label = terminal_safe(label, is_terminal=True)
+        self.since, self.preview = time.monotonic(), ""
 
     def add_preview(self, text: str) -> None:
         """Append streamed model text, shown under the line until the next :meth:`set`."""
