@@ -98,8 +98,14 @@ def test_tool_calls_are_parsed_and_tools_are_sent(
 
 @pytest.mark.parametrize(
     "raw",
-    ['{"source": "print(1)', "[1, 2]", "source=print(1)"],
-    ids=["truncated", "array", "not-json"],
+    [
+        '{"source": "print(1)',
+        "[1, 2]",
+        "source=print(1)",
+        "[" * 100_000 + "]" * 100_000,
+        '{"n": ' + "9" * 5_000 + "}",
+    ],
+    ids=["truncated", "array", "not-json", "nested-too-deep", "integer-too-long"],
 )
 def test_invalid_tool_arguments_are_kept_raw_and_flagged(
     backend: OpenAIBackend, openai_server: ScriptedOpenAIServer, raw: str

@@ -214,6 +214,27 @@ def test_a_body_begun_and_never_finished_gets_a_408_and_frees_its_slot(
     assert served.status_code == 200  # the slot (max_requests=1) is free again
 
 
+@pytest.mark.parametrize(
+    "arguments", ["[" * 1_500 + "]" * 1_500, "1" * 5_000], ids=["too-deep", "integer-too-long"]
+)
+def test_tool_call_arguments_json_cannot_decode_are_passed_on_as_text(
+    openai_server: ScriptedOpenAIServer, openai_proxy: ProxyServer, arguments: str
+) -> None:
+    # The conversation's fingerprint decodes each call's arguments: nesting past the decoder's
+    # stack, or an integer over 4,300 digits, raised out of it and the client got a 500.
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages = [*QUESTION, {"role": "assistant", "content": "", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "r"},
+                {"role": "user", "content": "Again?"}]  # fmt: skip
+    openai_server.enqueue_text("Here.")
+    response = _post(
+        openai_proxy, "/v1/chat/completions", json={"model": "m", "messages": messages}
+    )
+    assert response.status_code == 200, response.text
+    sent = openai_server.requests[0].body["messages"]
+    assert [m.get("tool_calls") for m in sent if m["role"] == "assistant"] == [[call]]
+
+
 def test_a_client_gone_before_its_body_arrived_frees_its_slot_and_logs_no_traceback(
     openai_server: ScriptedOpenAIServer, start_proxy: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -183,6 +183,10 @@ def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         return {}, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+    except ValueError as exc:  # an integer of more digits than Python converts
+        return {}, f"arguments are not usable JSON ({exc})"
+    except RecursionError:  # nesting deeper than the decoder's stack
+        return {}, "arguments are JSON nested too deeply to be a tool call's"
     if not isinstance(value, dict):
         return {}, f"arguments are JSON {type(value).__name__}, expected an object"
     return value, None
