@@ -10,7 +10,7 @@ import re
 
 from rich.console import Console
 
-from scrollctx.agent import ModelStep
+from scrollctx.agent import ModelStep, RunFinished
 from scrollctx.agent.backends import RETRY_LOGGER, ToolCall
 from scrollctx.cli._progress import BenchView, LiveLine, StepView
 
@@ -52,6 +52,15 @@ def test_a_tool_name_the_model_chose_reaches_the_live_line_escaped() -> None:
     view.idle()
     assert shown.startswith("step 0 · running evil\\x1b]0;PWNT\\x1b\\\\x1b[41m\\u202ered · ")
     assert not set(shown) & {"\x1b", "\u202e"}
+
+
+def test_a_run_whose_trace_could_not_be_written_says_why() -> None:
+    screen = io.StringIO()
+    why = "the trace could not be written to /t: No space left on device"
+    with StepView(console=_console(screen)) as view:
+        view.show(RunFinished(seq=9, run_id="r", session_id="s", status="answered", answer="ok",
+                              failure=None, trace_path=None, trace_error=why))  # fmt: skip
+    assert f"trace: none ({why})" in screen.getvalue()
 
 
 def test_retry_notices_show_while_a_view_is_open_and_only_then() -> None:

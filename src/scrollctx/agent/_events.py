@@ -118,7 +118,8 @@ class ToolStep:
 class RunFinished:
     """The run ended: with an answer, a chat reply, or an explicit failure record.
 
-    ``seq`` is the ``run_end`` event's, or 0 when the Event Log refused to record it.
+    ``seq`` is the ``run_end`` event's, or 0 when the Event Log refused to record it;
+    ``trace_error`` says why there is no ``trace_path`` when a trace was asked for.
     """
 
     seq: int
@@ -130,6 +131,7 @@ class RunFinished:
     trace_path: Path | None
     metrics: RunMetrics = field(default_factory=RunMetrics)
     failure_type: str | None = None
+    trace_error: str | None = None
 
     @property
     def ok(self) -> bool:

@@ -20,7 +20,10 @@ Invariants:
   context that cannot fit, a kernel that cannot start, an Event Log that refuses writes),
   recorded as a ``system`` event with ``metadata.run_end`` and in the JSON trace. Never
   silently; when the Event Log refuses the ``run_end`` record too, ``RunFinished.seq`` is 0 and
-  the trace (written first) is the record.
+  the trace (written first) is the record; a trace that cannot be written is
+  ``RunFinished.trace_error`` (and in ``run_end``). An exception nobody foresaw (a bug) and
+  Ctrl-C are recorded the same way (``failure_type`` ``internal_error``, ``interrupted``), then
+  raised to the caller instead of a :class:`RunFinished`.
 - A provider that rejects the input as too long (:class:`ContextTooLong`) gets one retry with a
   context the policy shrank; a second rejection ends the run as a failure.
 - Answers arrive as :class:`AnswerSubmitted`, a ``BaseException`` only the tool-answering step
@@ -210,6 +213,11 @@ class AgentLoop:
         except KeyboardInterrupt:
             interrupted = "interrupted by the user"
             self._finish(run, _Outcome("failed", failure=interrupted, failure_type="interrupted"))
+            raise
+        except Exception as exc:  # a bug, or a failure nobody foresaw: recorded, then raised
+            name = type(exc).__name__
+            failure = f"unexpected {name}: {redact(str(exc))}"
+            self._finish(run, _Outcome("failed", failure=failure, failure_type="internal_error"))
             raise
         ended = _Outcome("failed", failure="the run ended early", failure_type="ended_early")
         yield self._finish(run, outcome or ended)
@@ -419,7 +427,7 @@ class AgentLoop:
             metrics=run.metrics,
             failure_type=outcome.failure_type,
         )
-        path = run.trace.write(self.trace_dir, document) if self.trace_dir else None
+        path, trace_error = self._write_trace(run, document)
         summary = outcome.answer if outcome.failure is None else outcome.failure
         try:
             seq = self._system(
@@ -431,14 +439,28 @@ class AgentLoop:
                 failure=outcome.failure,
                 failure_type=outcome.failure_type,
                 trace_path=str(path) if path else None,
+                trace_error=trace_error,
                 metrics=run.metrics.to_dict(),
             )
         except StoreError:
             seq = 0  # the Event Log refuses writes (locked, full): the trace, written first, has it
         return RunFinished(
             seq, run.run_id, self.context.session_id, outcome.status, outcome.answer,
-            outcome.failure, path, run.metrics, outcome.failure_type,
+            outcome.failure, path, run.metrics, outcome.failure_type, trace_error,
         )  # fmt: skip
+
+    def _write_trace(self, run: _Run, document: dict[str, Any]) -> tuple[Path | None, str | None]:
+        """Write the run's trace; a trace that cannot be written (a full disk, a folder that is
+        not writable) is said, and never keeps the ``run_end`` record from being attempted."""
+        if not self.trace_dir:
+            return None, None
+        try:
+            return run.trace.write(self.trace_dir, document), None
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+        except Exception as exc:  # noqa: BLE001 - a trace that fails must not keep run_end out
+            why = f"{type(exc).__name__}: {exc}"
+        return None, f"the trace could not be written to {self.trace_dir}: {why}"
 
 
 def _evicted(step: int, prepared: PreparedContext) -> ContextEvicted:

@@ -142,9 +142,14 @@ class TraceRecorder:
         directory.mkdir(parents=True, exist_ok=True)
         path = directory / f"{self.run_id}.json"
         temporary = path.with_suffix(".json.tmp")
-        temporary.write_text(
-            json.dumps(redact_secrets(dict(document), self.secrets), ensure_ascii=False, indent=1),
-            encoding="utf-8",
-        )
-        os.replace(temporary, path)
+        redacted = redact_secrets(dict(document), self.secrets)
+        text = json.dumps(redacted, ensure_ascii=False, indent=1)
+        # A lone surrogate (a model's reply may hold one) is not UTF-8: it is written as its
+        # JSON escape (``\ud800``), which reads back as the same string.
+        try:
+            temporary.write_bytes(text.encode("utf-8", "backslashreplace"))
+            os.replace(temporary, path)
+        except OSError:
+            temporary.unlink(missing_ok=True)  # a full disk keeps no half-written trace
+            raise
         return path

@@ -108,6 +108,7 @@ def _result(finished: RunFinished, as_json: bool) -> int:
             "run_id": finished.run_id,
             "session_id": finished.session_id,
             "trace_path": str(finished.trace_path) if finished.trace_path else None,
+            "trace_error": finished.trace_error,
             "metrics": finished.metrics.to_dict(),
         }
         emit(document, as_json=True, human=str)

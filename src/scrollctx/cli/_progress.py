@@ -206,6 +206,8 @@ class StepView(Screen):
         )
         if event.trace_path is not None:
             self.line(f"trace: {event.trace_path}")
+        elif event.trace_error is not None:
+            self.line(f"trace: none ({event.trace_error})", "yellow")
 
 
 class BenchView(Screen):
