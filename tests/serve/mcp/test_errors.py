@@ -30,6 +30,7 @@ BAD: list[tuple[str, dict[str, Any], str]] = [
     ("scroll_expand", {"seqs": [1], "lo": 1, "hi": 2}, "not both or neither"),
     ("scroll_expand", {"lo": 5}, "takes seqs=[...] or both lo and hi"),
     ("scroll_expand", {"seqs": ["one"]}, "seqs: Input should be a valid integer"),
+    ("scroll_expand", {"seqs": []}, "seqs: List should have at least 1 item"),
     ("scroll_expand", {"seqs": [1], "max_bytes": 10}, "max_bytes: Input should be greater"),
     ("scroll_expand", {"seqs": [1], "limit": 10}, "limit: not an argument of scroll_expand (it"),
     ("scroll_sql", {"sql": "DROP TABLE hist.conversation_history"}, "sql_query is read-only"),

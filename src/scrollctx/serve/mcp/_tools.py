@@ -122,7 +122,9 @@ def register_memory_tools(server: MCPServer[Any], door: Door) -> None:
 
     @server.tool(annotations=_READ)
     def scroll_expand(
-        seqs: Annotated[list[Seq] | None, Field(description="Events to return, by seq.")] = None,
+        seqs: Annotated[
+            list[Seq] | None, Field(min_length=1, description="Events to return, by seq.")
+        ] = None,
         lo: Annotated[int | None, Field(ge=1, description="First seq of a span.")] = None,
         hi: Annotated[
             int | None, Field(ge=1, description="Last seq of a span (inclusive).")
