@@ -28,6 +28,7 @@ from kernel_helpers import (
 
 from scrollctx.cli import run
 from scrollctx.kernel import render_observation
+from scrollctx.kernel._digest import render_digest
 from scrollctx.kernel._result import ERROR_CHARS, NOTES_CHARS
 from scrollctx.log import EventLog
 
@@ -123,6 +124,17 @@ def test_a_hidden_count_that_is_not_a_count_is_a_protocol_violation(
     assert result.namespace_lost and result.error is not None
     assert f"malformed {field.split('_')[0]}" in result.error, result.error
     assert_only_restart_logged(own, before)
+
+
+@pytest.mark.parametrize("more", ["10**3999", "True", "-4", "2**63"])
+def test_a_digest_count_that_is_not_a_count_is_left_out(own: Session, more: str) -> None:
+    # A forged 4,000-digit count made the digest 4,020 characters (its cap: 60 entries of 200).
+    entries = "[{'name': 'x', 'type': 'int', 'summary': '= 1'}]"
+    forged = f"{{'op': 'result', 'digest': {{'entries': {entries}, 'more': {more}}}}}"
+    result, before = attack(own, _forge(forged, "pass"))
+    assert result.digest_more == 0
+    assert render_digest(result.digest, result.digest_more) == "x: int = 1"
+    _replaced_next(own, before)
 
 
 @pytest.mark.parametrize(

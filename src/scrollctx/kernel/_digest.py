@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scrollctx.kernel._frames import is_count
+
 __all__ = [
     "DigestEntry",
     "FIELD_CHARS",
@@ -73,7 +75,7 @@ def parse_digest(raw: Any) -> tuple[tuple[DigestEntry, ...], int]:
             entries.append(DigestEntry(name, type_name, summary))
         if len(entries) >= MAX_ENTRIES:
             break
-    return tuple(entries), more if isinstance(more, int) and more >= 0 else 0
+    return tuple(entries), more if is_count(more) else 0
 
 
 def summarize_namespace(

@@ -23,12 +23,13 @@ import os
 import select
 import struct
 import time
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from scrollctx.errors import ProtocolError, WorkerCrashed
 
 __all__ = [
     "HEADER",
+    "MAX_COUNT",
     "MAX_FRAME",
     "FrameReader",
     "Body",
@@ -40,6 +41,7 @@ __all__ = [
     "encode_frame",
     "frame_parts",
     "hang_up",
+    "is_count",
     "pipe_arguments",
     "write_frame",
     "write_frame_by",
@@ -54,10 +56,18 @@ HEADER = struct.Struct(">IQ")
 _CHUNK = 1 << 16
 _MAX_READ = 1 << 20
 
+MAX_COUNT = 2**63
+"""A count a frame carries (characters hidden, variables not listed) is below this."""
+
 Body = bytes | bytearray
 """A frame's body as read: ``bytes``, or the reader's own buffer handed over whole."""
 Frame = tuple[bytes, Body]
 """A frame as pieces to write: its header, then its body."""
+
+
+def is_count(value: object) -> TypeGuard[int]:
+    """Whether a field of an untrusted frame is a count: an int (not a bool) in 0..2**63."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNT
 
 
 def encode_frame(request: int, message: dict[str, Any]) -> bytes:

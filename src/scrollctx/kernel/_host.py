@@ -52,7 +52,7 @@ from scrollctx.kernel._bridge import (
     refuse_tool_call,
 )
 from scrollctx.kernel._digest import parse_digest
-from scrollctx.kernel._frames import MAX_FRAME, Body, encode_frame, frame_parts
+from scrollctx.kernel._frames import MAX_FRAME, Body, encode_frame, frame_parts, is_count
 from scrollctx.kernel._journal import KernelJournal
 from scrollctx.kernel._namespace import namespace_request
 from scrollctx.kernel._policy import SandboxPolicy, SandboxStatus, parse_layers, resolve_policy
@@ -78,7 +78,6 @@ NAMESPACE_LOST = (
 OPT_OUT = "Kernel(sandbox='best-effort') or 'off' (scroll exec --sandbox best-effort|off)"
 """How a refusal tells the caller to opt out, unless the kernel is given its own words."""
 _FRAME_OVERHEAD = 4096
-_MAX_COUNT = 2**63
 
 
 def _explicit_opt_out(how: str) -> str:
@@ -659,14 +658,10 @@ def _host_limits(worker: WorkerProcess) -> str:
 
 def _capped(reply: dict[str, Any], key: str, cap: int) -> tuple[str, int]:
     text, hidden = reply.get(key, ""), reply.get(f"{key}_hidden", 0)
-    if not isinstance(text, str) or not _is_count(hidden):
+    if not isinstance(text, str) or not is_count(hidden):
         raise ProtocolError(f"result frame has a malformed {key} or {key}_hidden")
     extra = max(0, len(text) - cap)
     return text[:cap], hidden + extra
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_COUNT
 
 
 def _killed_text(limit: float, grace: float) -> str:
