@@ -75,16 +75,18 @@ def test_a_file_changed_on_both_sides_during_a_cell_keeps_the_users_version(
 ) -> None:
     scratch = user_folder(tmp_path)
 
-    def edit() -> None:
+    def edit(text: str) -> None:
         """Edit the user's file on the host (called mid-cell, so during the cell)."""
-        (scratch / "data" / "input.csv").write_text("the user's edit")
+        (scratch / "data" / "input.csv").write_text(text)
 
     with Kernel(scratch=scratch, tools=[edit]) as both:
-        result = both.run_cell("edit()\nopen('data/input.csv', 'w').write('the cell\\'s edit')")
-        assert any("changed both in the kernel and on the host" in n for n in result.notes)
-        assert (both.scratch / "data" / "input.csv").read_text() == "the user's edit"
+        for turn in ("1", "2"):  # each lost write is said, the same words or not
+            cell = f"edit('the user\\'s edit {turn}')\nopen('data/input.csv', 'w').write('mine')"
+            result = both.run_cell(cell)
+            assert any("changed both in the kernel and on the host" in n for n in result.notes)
+            assert (both.scratch / "data" / "input.csv").read_text() == f"the user's edit {turn}"
         again = both.run_cell("print(open('data/input.csv').read())")
-        assert again.stdout == "the user's edit\n"
+        assert again.stdout == "the user's edit 2\n"
 
 
 def test_files_survive_a_worker_killed_mid_cell_and_the_next_kernel(kernel: Kernel) -> None:

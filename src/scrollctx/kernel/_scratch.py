@@ -29,9 +29,9 @@ quota: the apparent sizes (``st_size``) of its files after each copy are counted
 copied, with one note counting them. Copies are dense and each hard link is its own file, so
 counting apparent sizes bounds the blocks written. Problems become notes in the cell's observation,
 never errors; they share the observation's cap on notes with the worker's own (the kernel applies
-it), so a cell cannot grow an observation with them. A problem that lasts is retried at every sync
-and noted once: a note the sync before gave is not repeated (it is again once a sync went without
-it).
+it), so a cell cannot grow an observation with them. A problem that lasts (:class:`_Notes`) is
+retried at every sync and noted once: a note the sync before gave is not repeated (it is again
+once a sync went without it); an event (a cell's write lost to the user's) is noted each time.
 
 Bounds. A sync holds four manifests (both sides' last sync, both sides' walks): at most 4 x 100,000
 entries and 4 x 16 MiB of paths, about 140 MB measured for the worst case; a folder past a walk's
@@ -85,6 +85,16 @@ class _Side:
     name: str
     seen: dict[str, Signature] = field(default_factory=dict)
     said: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Notes:
+    """What one sync has to say: problems that last until someone acts (a file over the quota,
+    folders too deep), said once while they last, and events (a cell's write lost to the
+    user's), said every time they happen."""
+
+    lasting: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
 
 
 def open_inside(pid: int, scratch: str) -> int:
@@ -222,31 +232,31 @@ class ScratchMirror:
     def _sync(self, source: _Side, target: _Side, *, host_wins: bool) -> list[str]:
         # Nothing a cell leaves in scratch (a folder vanishing mid-walk, more folders than the
         # host has descriptors) may raise out of run_cell or close: it becomes a note.
-        notes: list[str] = []
+        notes = _Notes()
         try:
             self._copy_changes(source, target, notes, host_wins=host_wins)
         except OSError as exc:
-            notes.append(f"the scratch sync to {target.name} stopped: {exc.strerror}")
+            notes.lasting.append(f"the scratch sync to {target.name} stopped: {exc.strerror}")
         # A problem that lasts (a file over the quota, a folder too deep) is retried at every
         # sync but said once, not in every cell's observation, until what it says changes.
-        fresh = [note for note in notes if note not in target.said]
-        target.said = set(notes)
-        return fresh
+        fresh = [note for note in notes.lasting if note not in target.said]
+        target.said = set(notes.lasting)
+        return notes.events + fresh
 
     def _copy_changes(
-        self, source: _Side, target: _Side, notes: list[str], *, host_wins: bool
+        self, source: _Side, target: _Side, notes: _Notes, *, host_wins: bool
     ) -> None:
         # host_wins: when both changed a file since the last sync, the real folder's stays.
         walk = walk_folder(source.root)
         now = walk.found
         if walk.short:
-            notes.append(
+            notes.lasting.append(
                 f"{source.name} {walk.short}; only what the walk saw was synced, and no "
                 "deletion was"
             )
         if walk.beyond:
             entries = "entry" if walk.beyond == 1 else "entries"
-            notes.append(
+            notes.lasting.append(
                 f"{source.name} holds {walk.beyond:,} {entries} (files or folders, with all "
                 f"they hold) deeper than {MAX_DEPTH} folders or with paths longer than "
                 f"{MAX_PATH:,} bytes; they were not synced"
@@ -277,7 +287,7 @@ class ScratchMirror:
             reading.close()
             writing.close()
         if budget is not None and budget.skipped:
-            notes.append(
+            notes.lasting.append(
                 f"{budget.skipped:,} scratch files ({budget.skipped_bytes:,} bytes in all) were "
                 f"not copied to {target.name}: it would then hold more than the kernel's "
                 f"{self.quota:,}-byte scratch (each file counts at its full size: the copy "
@@ -292,7 +302,7 @@ class ScratchMirror:
         now: dict[str, Signature],
         there: dict[str, Signature],
         budget: _Budget | None,
-        notes: list[str],
+        notes: _Notes,
         host_wins: bool,
     ) -> None:
         source, target = reading.side, writing.side
@@ -300,7 +310,7 @@ class ScratchMirror:
             sig = now[rel]
             changed_there = rel in target.seen and there.get(rel, _ABSENT) != target.seen[rel]
             if changed_there and host_wins:
-                notes.append(
+                notes.events.append(
                     f"scratch file {rel} changed both in the kernel and on the host during the "
                     "cell; the host's version was kept"
                 )
@@ -316,7 +326,7 @@ class ScratchMirror:
         rel: str,
         sig: Signature,
         budget: _Budget | None,
-        notes: list[str],
+        notes: _Notes,
     ) -> Signature | Literal[False]:
         try:
             if sig is None:
@@ -324,7 +334,7 @@ class ScratchMirror:
                 return None
             return self._copy_file(reading, writing, rel, budget, notes)
         except OSError as exc:
-            notes.append(
+            notes.lasting.append(
                 f"scratch path {rel} was not copied to {writing.side.name}: {exc.strerror}"
             )
             return False
@@ -335,7 +345,7 @@ class ScratchMirror:
         writing: _Cursor,
         rel: str,
         budget: _Budget | None,
-        notes: list[str],
+        notes: _Notes,
     ) -> Signature | Literal[False]:
         name = rel.rsplit("/", 1)[-1]
         src = os.open(name, _FILE, dir_fd=reading.folder(rel, create=False))
@@ -347,7 +357,7 @@ class ScratchMirror:
             target = writing.side
             room = _free(dst_dir) - (self.floor if target is self.real else 0)
             if st.st_size > room:
-                notes.append(
+                notes.lasting.append(
                     f"scratch file {rel} ({st.st_size:,} bytes) was not copied to "
                     f"{target.name}: only {max(room, 0):,} bytes are free there"
                 )
