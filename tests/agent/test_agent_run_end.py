@@ -19,6 +19,7 @@ from scripted_servers import ScriptedOpenAIServer
 
 from scrollctx.agent import AgentEvent, AgentLoop, Backend, RunFinished, ScrollPolicy
 from scrollctx.agent._tools import ToolContext, scroll_toolset
+from scrollctx.agent._trace import TraceRecorder
 from scrollctx.log import EventLog
 
 
@@ -65,7 +66,7 @@ def test_a_trace_the_disk_cannot_take_is_said_and_run_end_is_still_recorded(
     assert list(traces.iterdir()) == []  # no half-written trace is left
 
 
-def test_a_lone_surrogate_in_the_models_reply_reaches_the_trace_exactly(
+def test_a_lone_surrogate_in_the_models_reply_is_kept_in_the_trace_as_in_the_log(
     tmp_path: Path, log: EventLog, scripted_backend: Backend, openai_server: ScriptedOpenAIServer
 ) -> None:
     answer = "half an emoji: \ud83d, then more"  # JSON's "\ud83d" from the server
@@ -74,8 +75,18 @@ def test_a_lone_surrogate_in_the_models_reply_reaches_the_trace_exactly(
     assert isinstance(finished, RunFinished) and finished.answer == answer
     assert finished.trace_path is not None and finished.trace_error is None
     trace = json.loads(finished.trace_path.read_bytes())  # valid UTF-8 JSON
-    assert trace["answer"] == answer
-    assert _run_end(log)["status"] == "answered"
+    kept = "half an emoji: \\ud83d, then more"  # the six characters of the escape
+    assert trace["answer"] == kept == _run_end(log)["answer"]
+
+
+def test_two_lone_halves_side_by_side_are_not_written_as_the_pair_they_would_make(
+    tmp_path: Path,
+) -> None:
+    # A streamed emoji split across two deltas leaves two lone halves; written as JSON escapes
+    # they read back as one emoji, which the Event Log does not hold.
+    trace = TraceRecorder("t", "run-pair", "s", "m", "task")
+    path = trace.write(tmp_path, {"answer": "A\ud83d\ude00B"})
+    assert json.loads(path.read_bytes())["answer"] == "A\\ud83d\\ude00B"
 
 
 def test_an_error_nobody_foresaw_is_recorded_as_the_runs_end_and_raised(

@@ -31,6 +31,7 @@ from typing import Any
 from scrollctx.agent._events import RunMetrics
 from scrollctx.agent.backends import REDACTED, redact
 from scrollctx.config import Config
+from scrollctx.log import storable_text
 
 __all__ = ["TraceRecorder", "configured_secrets", "redact_secrets"]
 
@@ -143,11 +144,11 @@ class TraceRecorder:
         path = directory / f"{self.run_id}.json"
         temporary = path.with_suffix(".json.tmp")
         redacted = redact_secrets(dict(document), self.secrets)
-        text = json.dumps(redacted, ensure_ascii=False, indent=1)
-        # A lone surrogate (a model's reply may hold one) is not UTF-8: it is written as its
-        # JSON escape (``\ud800``), which reads back as the same string.
+        # A lone surrogate (a model's reply may hold one) is not UTF-8: as in the Event Log, it
+        # is kept as the six characters of its escape (``\ud800``), so the two records agree.
+        text = storable_text(json.dumps(redacted, ensure_ascii=False, indent=1), backslash="\\\\")
         try:
-            temporary.write_bytes(text.encode("utf-8", "backslashreplace"))
+            temporary.write_bytes(text.encode("utf-8"))
             os.replace(temporary, path)
         except OSError:
             temporary.unlink(missing_ok=True)  # a full disk keeps no half-written trace
