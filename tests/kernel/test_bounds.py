@@ -210,6 +210,30 @@ def test_the_session_bound_on_logged_bytes_refuses_from_exactly_the_limit(tmp_pa
     assert second_call(one_call + 1) == "ran"
 
 
+def test_the_session_bound_counts_the_bytes_the_store_holds_not_characters(
+    tmp_path: Path,
+) -> None:
+    # A result of 4-byte characters was counted once per character: a session bounded at
+    # 20 MiB logged 84 MB. The arguments are counted as the log holds them too.
+    def smiles(n: int) -> str:
+        """``n`` smiling faces."""
+        return "\U0001f600" * n
+
+    cell = "smiles(900)\ntry:\n    smiles(1)\nexcept ToolCallError as e:\n    print(e)"
+    with EventLog.open(tmp_path / "store" / "history.db") as log:
+        with Kernel(event_log=log, session_id="s", scratch=tmp_path / "scratch", tools=[smiles],
+                    session_log_bytes=1) as kernel:  # fmt: skip
+            refusal = kernel.run_cell(cell).stdout
+        calls = (Kind.TOOL_CALL, Kind.TOOL_RESULT)
+        call, result = [e for e in log.session_events("s") if e.kind in calls]
+        stored = sqlite3.connect(log.path).execute(
+            "SELECT SUM(LENGTH(CAST(tool_input AS BLOB))) + SUM(LENGTH(CAST(content AS BLOB))) "
+            "FROM conversation_history WHERE seq IN (?, ?)", (call.seq, result.seq)
+        ).fetchone()[0]  # fmt: skip
+    counted = int(refusal.split("tool calls that logged ")[1].split(" bytes")[0].replace(",", ""))
+    assert counted == stored and counted > 4 * 900, (counted, stored)
+
+
 def test_stderr_is_cut_at_8000_characters_by_default(shared: Session) -> None:
     # docs/kernel.md: "stderr is capped at 8,000 the same way" (as stdout at 32,000).
     result = shared.kernel.run_cell("import sys\nsys.stderr.write('e' * 9_000)")

@@ -287,6 +287,8 @@ def answer_tool_call(
     frame's size, or the size the worker says it left out) is logged without its arguments and
     not run. A result the Event Log refuses to record is withheld from the cell.
     """
+    from scrollctx.log import stored_size  # the host's side only: the worker never loads the log
+
     call, name, args, kwargs = _checked(frame)
     omitted = frame.get("omitted")
     if isinstance(omitted, int) and not isinstance(omitted, bool) and omitted > size:
@@ -315,7 +317,7 @@ def answer_tool_call(
         if ok and len(reply) > MAX_FRAME:
             ok, error = False, f"{name} returned {len(reply):,} bytes, over the frame limit"
     content = json.dumps(value, ensure_ascii=False, default=repr) if ok else error
-    logged = min(size, max_input) + len(content)
+    logged = stored_size(tool_input) + stored_size(content)  # bytes, as the log holds them
     try:
         journal.tool_result(name, tool_call_id, content, ok=ok, cell=cell)
     except StoreError as exc:

@@ -39,6 +39,7 @@ __all__ = [
     "split_prose_code",
     "storable_text",
     "stored_checksum",
+    "stored_size",
     "synced_local_file",
     "tolerant_text",
     "unsafe_characters",
@@ -76,7 +77,7 @@ if TYPE_CHECKING:
         PayloadStore,
         ToolResultRef,
     )
-    from scrollctx.log._rows import storable_text
+    from scrollctx.log._rows import storable_text, stored_size
     from scrollctx.log._store import EventLog
     from scrollctx.log._text import extractive_label, split_prose_code
     from scrollctx.log._unsafe import (
@@ -123,6 +124,7 @@ else:
             "split_prose_code": "scrollctx.log._text",
             "storable_text": "scrollctx.log._rows",
             "stored_checksum": "scrollctx.log._integrity",
+            "stored_size": "scrollctx.log._rows",
             "synced_local_file": "scrollctx.log._open",
             "tolerant_text": "scrollctx.log._integrity",
             "unsafe_characters": "scrollctx.log._unsafe",

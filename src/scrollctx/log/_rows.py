@@ -114,6 +114,13 @@ def _storable_json(value: Any) -> str:
     return str(storable_text(dumps(value), backslash="\\\\"))
 
 
+def stored_size(value: Any) -> int:
+    """The bytes ``value`` takes in the Event Log: text as an event's field stores it, anything
+    else as its JSON (``tool_input``, ``metadata``). What a bound on logged bytes counts."""
+    text = storable_text(value) if isinstance(value, str) else _storable_json(value)
+    return len(text.encode("utf-8"))
+
+
 def _integer(value: Any, name: str) -> int | None:
     if value is None:
         return None
