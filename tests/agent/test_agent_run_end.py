@@ -107,3 +107,27 @@ def test_an_error_nobody_foresaw_is_recorded_as_the_runs_end_and_raised(
     assert end["failure"] == "unexpected RuntimeError: a bug in a backend"
     trace = json.loads((tmp_path / "traces" / "run-test.json").read_text(encoding="utf-8"))
     assert trace["failure_type"] == "internal_error"
+
+
+@pytest.mark.parametrize("after", ["RunStarted", "ModelStep"])
+def test_a_caller_that_stops_reading_the_run_leaves_its_end_recorded(
+    tmp_path: Path,
+    log: EventLog,
+    scripted_backend: Backend,
+    openai_server: ScriptedOpenAIServer,
+    after: str,
+) -> None:
+    # Breaking out of iter_run (or a BrokenPipeError while showing an event) closes the
+    # generator: the run once ended there with its run_start and no run_end.
+    if after == "ModelStep":
+        openai_server.enqueue_tool_calls([("repl_exec", {"source": "print(1)"})])
+    loop = _loop(log, scripted_backend, tmp_path / "traces")
+    try:
+        for event in loop.iter_run("Print one.", run_id="run-test"):
+            if type(event).__name__ == after:
+                break
+    finally:
+        loop.context.close()
+    end = _run_end(log)
+    assert (end["status"], end["failure_type"]) == ("failed", "abandoned")
+    assert end["failure"] == "the caller stopped reading the run's events before it ended"

@@ -14,8 +14,10 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from scripted_servers import RecordedRequest, ScriptedOpenAIServer, ScriptedReply
 
+from scrollctx.log import EventLog
 from terminal import start
 
 SCROLL = Path(sys.executable).parent / "scroll"
@@ -46,6 +48,37 @@ def test_ask_shows_the_step_and_a_moving_clock_while_the_model_thinks(
 
     assert term.finish() == 0
     assert "Friday" in term.screen and "answered: 1 steps" in term.screen
+
+
+@pytest.mark.parametrize("sent", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_run_terminated_by_a_signal_records_its_end(
+    beam_store: Path, openai_server: ScriptedOpenAIServer, sent: signal.Signals
+) -> None:
+    # `timeout`, `docker stop` or a closed ssh session ended the run with no run_end at all.
+    release = threading.Event()
+
+    def held(_request: RecordedRequest) -> ScriptedReply:
+        release.wait(timeout=60)
+        return ScriptedOpenAIServer.tool_calls_reply([("submit_answer", {"answer": "late"})])
+
+    openai_server.enqueue(held)
+    term = start(
+        [str(SCROLL), "ask", "--model", "openai:m", "When?"], _env(openai_server, beam_store)
+    )
+    try:
+        term.wait_for("step 0 · waiting for the model")
+        term.process.send_signal(sent)
+        assert term.finish() == 130
+    finally:
+        release.set()
+    term.wait_for(f"terminated by {sent.name}: the run is recorded as failed \\(interrupted\\)")
+    with EventLog.open(beam_store / "history.db") as log:
+        ends = [
+            e.metadata["run_end"] for e in log.events_after(0, 10_000) if "run_end" in e.metadata
+        ]
+    assert [(end["failure"], end["failure_type"]) for end in ends] == [
+        (f"terminated by {sent.name}", "interrupted")
+    ]
 
 
 def test_chat_streams_the_reply_and_shows_it_once(

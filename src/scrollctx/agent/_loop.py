@@ -23,7 +23,8 @@ Invariants:
   the trace (written first) is the record; a trace that cannot be written is
   ``RunFinished.trace_error`` (and in ``run_end``). An exception nobody foresaw (a bug) and
   Ctrl-C are recorded the same way (``failure_type`` ``internal_error``, ``interrupted``), then
-  raised to the caller instead of a :class:`RunFinished`.
+  raised to the caller instead of a :class:`RunFinished`; so is a caller that stops reading
+  ``iter_run`` before its end (``abandoned``), and a signal the CLI turns into an interrupt.
 - A provider that rejects the input as too long (:class:`ContextTooLong`) gets one retry with a
   context the policy shrank; a second rejection ends the run as a failure.
 - Answers arrive as :class:`AnswerSubmitted`, a ``BaseException`` only the tool-answering step
@@ -203,21 +204,15 @@ class AgentLoop:
         )
         run.trace.run_id = run.run_id
         seq = self._system(run, f"run {run.run_id} started with {self.model_name}", "run_start")
-        yield RunStarted(seq, run.run_id, ctx.session_id, ctx.task_id, task, self.model_name)
         try:
+            yield RunStarted(seq, run.run_id, ctx.session_id, ctx.task_id, task, self.model_name)
             self.policy.add({"role": "user", "content": task}, fields=self._fields(run, 0))
             outcome = yield from self._steps(run)
         except _FAILURES as exc:
             name = type(exc).__name__
             outcome = _Outcome("failed", failure=f"{name}: {redact(str(exc))}", failure_type=name)
-        except KeyboardInterrupt:
-            interrupted = "interrupted by the user"
-            self._finish(run, _Outcome("failed", failure=interrupted, failure_type="interrupted"))
-            raise
-        except Exception as exc:  # a bug, or a failure nobody foresaw: recorded, then raised
-            name = type(exc).__name__
-            failure = f"unexpected {name}: {redact(str(exc))}"
-            self._finish(run, _Outcome("failed", failure=failure, failure_type="internal_error"))
+        except BaseException as exc:  # Ctrl-C, a signal, an abandoned iteration, a bug
+            self._finish(run, _stopped_by(exc))
             raise
         ended = _Outcome("failed", failure="the run ended early", failure_type="ended_early")
         yield self._finish(run, outcome or ended)
@@ -461,6 +456,20 @@ class AgentLoop:
         except Exception as exc:  # noqa: BLE001 - a trace that fails must not keep run_end out
             why = f"{type(exc).__name__}: {exc}"
         return None, f"the trace could not be written to {self.trace_dir}: {why}"
+
+
+def _stopped_by(exc: BaseException) -> _Outcome:
+    """How a run is recorded that something stopped before its end (the exception goes on)."""
+    if isinstance(exc, KeyboardInterrupt):  # Ctrl-C, or a signal the CLI turns into one
+        failure = str(exc) or "interrupted by the user"
+        return _Outcome("failed", failure=failure, failure_type="interrupted")
+    if isinstance(exc, GeneratorExit):  # the caller broke out of iter_run, or failed reading it
+        failure = "the caller stopped reading the run's events before it ended"
+        return _Outcome("failed", failure=failure, failure_type="abandoned")
+    if isinstance(exc, SystemExit):
+        return _Outcome("failed", failure="the process exited mid-run", failure_type="interrupted")
+    failure = f"unexpected {type(exc).__name__}: {redact(str(exc))}"
+    return _Outcome("failed", failure=failure, failure_type="internal_error")
 
 
 def _evicted(step: int, prepared: PreparedContext) -> ContextEvicted:

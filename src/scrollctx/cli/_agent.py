@@ -16,9 +16,12 @@ configure one).
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import click
@@ -86,12 +89,14 @@ def _settings(
 def _drive(events: Iterator[AgentEvent], view: StepView) -> RunFinished:
     finished: RunFinished | None = None
     try:
-        for event in events:
-            view.show(event)
-            if isinstance(event, RunFinished):
-                finished = event
-    except KeyboardInterrupt:
-        view.line("interrupted: the run is recorded as failed (interrupted) in the log", "bold")
+        with _signals_interrupt():
+            for event in events:
+                view.show(event)
+                if isinstance(event, RunFinished):
+                    finished = event
+    except KeyboardInterrupt as exc:
+        why = str(exc) or "interrupted"
+        view.line(f"{why}: the run is recorded as failed (interrupted) in the log", "bold")
         raise
     if finished is None:
         raise click.ClickException("the run ended without a result")
@@ -221,6 +226,22 @@ def chat_command(
             view.line(f"chat session {chat.session_id} is saved; continue it with: {_resume(chat)}")
             raise
     return 0
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """While a run is driven, SIGTERM and SIGHUP (``timeout``, ``docker stop``, a closed ssh
+    session) interrupt it as Ctrl-C does, so the run records its end instead of vanishing."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt(f"terminated by {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _resume(chat: ChatSession) -> str:
