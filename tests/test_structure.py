@@ -13,6 +13,7 @@ import pytest
 
 import scrollctx
 from scrollctx.cli import build_cli
+from scrollctx.cli._app import Bounded
 
 SRC = Path(scrollctx.__file__).parent
 LAYERS = ["log", "surface", "kernel", "view", "agent", "ingest", "bench", "serve"]
@@ -99,6 +100,17 @@ def test_every_command_has_help_and_an_example(name: str, command: click.Command
     assert command.help and command.help.strip().splitlines()[0], f"scroll {name} has no help"
     if not isinstance(command, click.Group):
         assert "Example" in command.help, f"scroll {name} help shows no example"
+
+
+@pytest.mark.parametrize("name,command", _commands(build_cli()))
+def test_every_number_option_refuses_nan(name: str, command: click.Command) -> None:
+    # NaN passes every comparison, so every bound of a click.FloatRange: `scroll serve
+    # --body-seconds nan` started a server whose every request failed with a traceback.
+    for param in command.params:
+        if isinstance(param.type, click.FloatRange):
+            assert isinstance(param.type, Bounded), f"scroll {name} {param.name}: use Bounded"
+            with pytest.raises(click.BadParameter, match="'nan' is not a number"):
+                param.type.convert("nan", param, None)
 
 
 def test_a_command_loads_only_its_own_module() -> None:

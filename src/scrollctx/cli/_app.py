@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -28,6 +29,7 @@ from scrollctx.errors import ScrollError, UsageError
 from scrollctx.log import escape_unsafe, unsafe_characters
 
 __all__ = [
+    "Bounded",
     "LazyGroup",
     "echo",
     "emit",
@@ -43,6 +45,17 @@ __all__ = [
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Bounded(click.FloatRange):
+    """A number within bounds, NaN refused: NaN passes every comparison, so every bound of a
+    ``click.FloatRange`` (``--body-seconds nan`` started a server that failed every request)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
 
 
 class LazyGroup(click.Group):
@@ -266,7 +279,7 @@ def kernel_pool_options(unit: str) -> Callable[[F], F]:
             help=f"Kernels (one per {unit}) alive at once.",
         )(func)  # fmt: skip
         command = click.option(
-            "--idle-timeout", type=click.FloatRange(min=1), default=900.0, show_default=True,
+            "--idle-timeout", type=Bounded(min=1), default=900.0, show_default=True,
             help=f"Seconds a {unit}'s kernel may sit unused before it is closed.",
         )(command)  # fmt: skip
         return command  # type: ignore[no-any-return]

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from scrollctx.cli._app import (
+    Bounded,
     kernel_pool_options,
     sandbox_options,
     store_option,
@@ -45,7 +46,7 @@ __all__ = ["mcp_command"]
 )
 @click.option(
     "--cell-timeout",
-    type=click.FloatRange(min=0.1),
+    type=Bounded(min=0.1),
     default=60.0,
     show_default=True,
     help="Seconds a scroll_python cell may run; clients may ask for less.",

@@ -26,6 +26,7 @@ from typing import Any
 
 import click
 
+from scrollctx.cli._app import Bounded
 from scrollctx.cli._bundles import option_bundle
 from scrollctx.errors import UsageError
 
@@ -111,7 +112,7 @@ _OPTIONS = (
     click.option("--max-tokens", "max_tokens", type=click.IntRange(min=1), metavar="N",
                  help="Cap each model reply at N tokens (default: from the budget; "
                  "config: [backends.NAME.options] max_tokens)."),
-    click.option("--timeout", "timeout", type=click.FloatRange(min=0, min_open=True),
+    click.option("--timeout", "timeout", type=Bounded(min=0, min_open=True),
                  metavar="SECONDS", help="Give up on one model request after this long "
                  "(default 120; config: [backends.NAME.options] timeout)."),
     click.option("--model-option", "model_options", multiple=True, metavar="KEY=VALUE",

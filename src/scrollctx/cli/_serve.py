@@ -21,6 +21,7 @@ import click
 
 from scrollctx.agent.backends import Backend
 from scrollctx.cli._app import (
+    Bounded,
     kernel_pool_options,
     sandbox_options,
     store_option,
@@ -80,7 +81,7 @@ _APIS = ("openai", "anthropic")
 )
 @click.option(
     "--rho",
-    type=click.FloatRange(0, 1, min_open=True),
+    type=Bounded(0, 1, min_open=True),
     default=0.8,
     show_default=True,
     help="Evict when the view exceeds rho * C.",
@@ -94,21 +95,21 @@ _APIS = ("openai", "anthropic")
 )
 @click.option(
     "--recall-seconds",
-    type=click.FloatRange(min=1),
+    type=Bounded(min=1),
     default=40.0,
     show_default=True,
     help="No recall step starts after this many seconds.",
 )
 @click.option(
     "--cell-timeout",
-    type=click.FloatRange(min=0.1),
+    type=Bounded(min=0.1),
     default=30.0,
     show_default=True,
     help="Seconds one recall cell may run.",
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Bounded(min=0, min_open=True),
     default=120.0,
     show_default=True,
     help="Seconds one upstream request may take.",
@@ -143,7 +144,7 @@ _APIS = ("openai", "anthropic")
 )
 @click.option(
     "--body-seconds",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Bounded(min=0, min_open=True),
     default=30.0,
     show_default=True,
     help="Seconds a request body may take to arrive whole (408 past it).",

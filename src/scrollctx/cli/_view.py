@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from scrollctx.cli._app import emit, json_option, store_option
+from scrollctx.cli._app import Bounded, emit, json_option, store_option
 from scrollctx.config import Config
 from scrollctx.errors import UsageError
 from scrollctx.log import EventLog, EventStore, open_existing_store, open_store
@@ -85,7 +85,7 @@ def view_command(
 )
 @click.option(
     "--output-kb",
-    type=click.FloatRange(min=0.0),
+    type=Bounded(min=0.0),
     default=8.0,
     show_default=True,
     help="Size of each tool output in KiB.",
@@ -102,14 +102,14 @@ def view_command(
 )
 @click.option(
     "--rho",
-    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    type=Bounded(min=0.0, max=1.0, min_open=True),
     default=0.8,
     show_default=True,
     help="Eviction trigger as a share of the window.",
 )
 @click.option(
     "--evict-to",
-    type=click.FloatRange(min=0.0, max=1.0, min_open=True),
+    type=Bounded(min=0.0, max=1.0, min_open=True),
     default=None,
     help="Evict down to this share of the window (default: just under rho).",
 )

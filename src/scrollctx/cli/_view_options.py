@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from scrollctx.cli._app import Bounded
 from scrollctx.cli._bundles import option_bundle
 
 __all__ = ["ViewFlags", "view_options"]
@@ -47,7 +48,7 @@ class ViewFlags:
 _OPTIONS = (
     click.option("--budget-tokens", "budget_tokens", type=click.IntRange(min=1024), metavar="N",
                  help="The context window C (default: the model's window; config: [view])."),
-    click.option("--rho", "rho", type=click.FloatRange(min=0, max=1, min_open=True),
+    click.option("--rho", "rho", type=Bounded(min=0, max=1, min_open=True),
                  metavar="R", help="Evict above R x C (default 0.8)."),
     click.option("--index-k", "index_k", type=click.IntRange(min=3), metavar="K",
                  help="Tier width of the eviction index (default 4)."),

@@ -18,7 +18,7 @@ from types import FrameType
 
 import click
 
-from scrollctx.cli._app import echo, emit, json_option, store_option, warn
+from scrollctx.cli._app import Bounded, echo, emit, json_option, store_option, warn
 from scrollctx.cli._ingest import format_option
 from scrollctx.config import Config
 from scrollctx.ingest import SyncReport, Watcher
@@ -33,7 +33,7 @@ __all__ = ["watch"]
 @click.option("--poll", is_flag=True, help="Poll the files instead of file-system events.")
 @click.option(
     "--interval",
-    type=click.FloatRange(min=0.05),
+    type=Bounded(min=0.05),
     default=0.5,
     show_default=True,
     help="Seconds between polls (and between rescans when quiet).",
