@@ -19,6 +19,7 @@ import pytest
 from damage import fill_disk
 from scrollctx.errors import IntegrityError, StoreError
 from scrollctx.log import EventLog, NewEvent, check_store
+from scrollctx.log._failures import wal_shortfall
 from scrollctx.surface import open_surface
 
 SCROLL = Path(sys.executable).with_name("scroll")
@@ -97,7 +98,7 @@ def test_a_wal_deleted_under_a_running_writer_loses_nothing(
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert done.returncode == 1, done.stderr
-        assert "history.db-wal was deleted while the store was in use" in done.stderr
+        assert "history.db-wal was deleted or cut short while the store was in use" in done.stderr
         assert "pages written since the last checkpoint" in done.stderr
         with caplog.at_level(logging.WARNING, logger="scrollctx.log._store"):
             log.append(NewEvent(session_id="s", kind="user_message", content="after 0 wx"))
@@ -153,6 +154,92 @@ def test_a_deleted_wal_a_reader_still_needs_is_kept_until_the_reader_is_done(
     assert _contents(path) == [f"seen {i}" for i in range(5)] + [f"later {i}" for i in range(5)] + [
         "after 0"
     ]
+
+
+_WRITER = """
+import sys
+from scrollctx.log import EventLog, NewEvent
+log = EventLog.open(sys.argv[1])
+for line in sys.stdin:  # each line: how many rows to append, then say so
+    log.append_many([NewEvent(session_id="s", kind="k", content=f"other {i}")
+                     for i in range(int(line))])
+    print("appended", flush=True)
+"""
+
+
+def test_a_shm_deleted_under_a_running_writer_loses_no_other_writers_commits(
+    store_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Each writer then locked its own index: this one, still counting the frames of the old
+    # -shm, wrote its commit over the other process's, and the ten rows were silently gone.
+    path = store_dir / "history.db"
+    with EventLog.open(path) as log:
+        log.append_many(_turns(5, "mine"))
+        os.remove(f"{path}-shm")
+        command = [sys.executable, "-c", _WRITER, str(path)]
+        with subprocess.Popen(command, text=True, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE) as other:  # fmt: skip
+            assert other.stdin is not None and other.stdout is not None
+            other.stdin.write("10\n")
+            other.stdin.flush()
+            assert other.stdout.readline() == "appended\n"  # through a new -shm
+            with caplog.at_level(logging.WARNING, logger="scrollctx.log._store"):
+                log.append_many(_turns(5, "later"))
+            assert "history.db-shm was deleted" in caplog.text
+            other.stdin.write("10\n")
+            other.stdin.flush()
+            assert other.stdout.readline() == "appended\n"
+            other.stdin.close()
+    kinds = [c.split(" ")[0] for c in _contents(path)]
+    assert (kinds.count("mine"), kinds.count("later"), kinds.count("other")) == (5, 5, 20)
+    assert check_store(path).ok
+
+
+def test_a_wal_cut_short_under_a_writer_is_refused_before_anything_is_written(
+    store_dir: Path,
+) -> None:
+    # Cut in place (its inode unchanged), the -wal took the next commit past its end, where
+    # no reader finds it, and the append returned a seq as if it were kept.
+    path = store_dir / "history.db"
+    with EventLog.open(path) as log:
+        log.append_many(_turns(20, "gone"))
+        os.truncate(f"{path}-wal", 0)
+        with pytest.raises(StoreError, match="history.db-wal was cut short while") as info:
+            log.append(NewEvent(session_id="s", kind="user_message", content="refused"))
+        assert "nothing more is written into it" in str(info.value)
+        assert "scroll doctor --store" in str(info.value)
+
+
+def test_a_checkpoint_that_truncates_the_wal_is_not_taken_for_a_cut(store_dir: Path) -> None:
+    # Another process's TRUNCATE checkpoint also leaves the -wal shorter, but resets its
+    # index first: the writer goes on (the check reads the index only when the file shrank).
+    path = store_dir / "history.db"
+    checkpoint = (
+        f"import sqlite3; sqlite3.connect({str(path)!r}).execute('PRAGMA wal_checkpoint(TRUNCATE)')"
+    )
+    with EventLog.open(path) as log:
+        log.append_many(_turns(20, "kept"))
+        subprocess.run([sys.executable, "-c", checkpoint], check=True, timeout=60)
+        assert Path(f"{path}-wal").stat().st_size == 0
+        log.append(NewEvent(session_id="s", kind="user_message", content="after 0 w"))
+    assert _contents(path) == [f"kept {i}" for i in range(20)] + ["after 0"]
+
+
+def test_reading_the_wal_index_keeps_the_locks_sqlite_holds_on_it(store_dir: Path) -> None:
+    # Closing any descriptor of a file drops every POSIX lock the process holds on it: a read
+    # of the -shm that opened and closed it dropped SQLite's write lock mid-transaction, and
+    # two writers corrupted the store.
+    path = store_dir / "history.db"
+    other = (f"import sqlite3; c = sqlite3.connect({str(path)!r}, timeout=0); "
+             "c.execute('BEGIN IMMEDIATE')")  # fmt: skip
+    with EventLog.open(path) as log:
+        log.append_many(_turns(3, "row"))
+        with log.atomic():  # this process holds the write lock, in the -shm
+            assert wal_shortfall(path) == 0
+            taken = subprocess.run([sys.executable, "-c", other], capture_output=True,
+                                   text=True, timeout=60)  # fmt: skip
+            assert taken.returncode != 0 and "database is locked" in taken.stderr
+    assert check_store(path).ok
 
 
 def test_a_killed_writer_after_the_next_write_has_lost_nothing(store_dir: Path) -> None:

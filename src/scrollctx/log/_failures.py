@@ -17,7 +17,14 @@ from pathlib import Path
 
 from scrollctx.errors import IntegrityError, StoreError
 
-__all__ = ["deleted_wal", "file_identity", "known_failure", "payload_write_error", "store_error"]
+__all__ = [
+    "deleted_wal",
+    "file_identity",
+    "known_failure",
+    "payload_write_error",
+    "store_error",
+    "wal_shortfall",
+]
 
 _SQLITE_CORRUPT = 11
 _SQLITE_FULL = 13
@@ -66,32 +73,57 @@ def _disk_is_full(path: Path) -> bool:
     return found.f_bavail * found.f_frsize < _NEARLY_FULL
 
 
-def deleted_wal(path: Path) -> str | None:
-    """Explain a write-ahead log that was deleted while the store was in use, if that is so.
-
-    The shared index (``-shm``) still counts frames that were in the deleted ``-wal``: SQLite
-    recreates an empty ``-wal`` for each new connection, which then cannot read them.
-    """
-    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+def wal_shortfall(path: Path) -> int:
+    """Pages of recent commits the shared index (``-shm``) counts that the ``-wal`` is too short
+    to hold: the ``-wal`` was deleted (SQLite recreates an empty one for each new connection)
+    or cut short in place. 0 when it holds them all, or when there is no index to ask."""
+    wal = Path(f"{path}-wal")
     try:
-        header = shm.read_bytes()[:48]
+        header = _index_header(Path(f"{path}-shm"))
         wal_size = wal.stat().st_size if wal.exists() else 0
     except OSError:
-        return None
+        return 0
     if len(header) < 20:
-        return None
+        return 0
     page_size = int.from_bytes(header[_SHM_PAGE_SIZE], sys.byteorder) or 65536
     frames = int.from_bytes(header[_SHM_MAX_FRAME], sys.byteorder)
     needed = _WAL_HEADER + frames * (_FRAME_HEADER + page_size) if frames else 0
-    if wal_size >= needed:
+    return frames if wal_size < needed else 0
+
+
+def _index_header(shm: Path) -> bytes:
+    """The start of the ``-shm``, read without closing a descriptor of it: closing *any*
+    descriptor of a file drops every POSIX lock the process holds on it, SQLite's WAL locks
+    included (a read that opened and closed the file let two writers in at once). So it reads
+    through a descriptor this process already holds (SQLite's), and opens its own only when
+    there is none, so no lock to lose."""
+    found = os.stat(shm)
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            held = os.stat(f"/proc/self/fd/{name}")
+        except OSError:  # the listing's own descriptor, or one closed meanwhile
+            continue
+        if (held.st_dev, held.st_ino) == (found.st_dev, found.st_ino):
+            return os.pread(int(name), 20, 0)
+    with open(shm, "rb") as index:
+        return index.read(20)
+
+
+def deleted_wal(path: Path) -> str | None:
+    """Explain a write-ahead log that was deleted (or cut short) while the store was in use, if
+    that is so."""
+    frames = wal_shortfall(path)
+    if not frames:
         return None
+    wal = f"{path.name}-wal"
     return (
-        f"{wal.name} was deleted while the store was in use (SQLite recreates an empty one). "
-        f"The {frames} pages written since the last checkpoint -- recent commits -- are only in "
-        "the deleted file, which the process that wrote them still holds open: a scrollctx "
-        f"writer copies them into {path.name} on its next write or when it closes, and then "
-        "this works again. If that process was killed, those commits are lost. Next step: let "
-        "the writer write or close, then retry; never delete the -wal or -shm of a store in use"
+        f"{wal} was deleted or cut short while the store was in use (SQLite recreates an empty "
+        f"one). The {frames} pages written since the last checkpoint -- recent commits -- are "
+        "not in it: if it was deleted, the process that wrote them still holds the old file "
+        f"open, and a scrollctx writer copies them into {path.name} on its next write or when it "
+        "closes, and then this works again. If that process was killed, or the file was cut "
+        "short, those commits are lost. Next step: let the writer write or close, then retry; "
+        "never delete or truncate the -wal or -shm of a store in use"
     )
 
 

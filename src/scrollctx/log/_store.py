@@ -40,7 +40,7 @@ from typing import Any
 from scrollctx.errors import IntegrityError, StoreError, UsageError
 from scrollctx.log._check import connect_read_only
 from scrollctx.log._events import Event, NewEvent
-from scrollctx.log._failures import file_identity, known_failure, store_error
+from scrollctx.log._failures import file_identity, known_failure, store_error, wal_shortfall
 from scrollctx.log._integrity import fetch_rows, stored_checksum, verify_event
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
@@ -99,6 +99,9 @@ class EventLog:
         self._lock_timeout = lock_timeout
         self._wal_path = path.with_name(path.name + "-wal")
         self._wal_id = file_identity(self._wal_path)
+        self._wal_size = _size(self._wal_path)
+        self._shm_path = path.with_name(path.name + "-shm")
+        self._shm_id = file_identity(self._shm_path)
         self.path = path
         self.payloads = payloads
         self.payload_threshold = payload_threshold
@@ -340,16 +343,47 @@ class EventLog:
             )
 
     def _keep_wal(self) -> None:
-        """Notice a ``-wal`` deleted or replaced under this open log, and save what it held.
+        """Notice a ``-wal`` or ``-shm`` deleted or replaced under this open log, and go on safely.
 
         Called before every write transaction, so nothing new is ever committed into a deleted
-        file; the commits it already holds stay safe while this process lives.
+        ``-wal`` (the commits it already holds stay safe while this process lives), nor under the
+        locks of a deleted ``-shm``: the index of a new one is the one other processes lock, and
+        two writers on two indexes overwrite each other's commits.
         """
-        current = file_identity(self._wal_path)
+        current, size = file_identity(self._wal_path), _size(self._wal_path)
         if current != self._wal_id and self._wal_id is not None:
             self._save_deleted_wal()
-            current = file_identity(self._wal_path)
-        self._wal_id = current
+            current, size = file_identity(self._wal_path), _size(self._wal_path)
+        elif size < self._wal_size:  # the same file, shorter: checkpointed, or cut short
+            self._refuse_cut_wal()
+        self._wal_id, self._wal_size = current, size
+        index = file_identity(self._shm_path)
+        if index != self._shm_id and self._shm_id is not None:
+            self._reconnect(
+                f"{self._shm_path.name} was deleted while {self.path} was open; this writer now "
+                "locks the new one, as other processes do"
+            )
+            index = file_identity(self._shm_path)
+        self._shm_id = index
+
+    def _reconnect(self, why: str) -> None:
+        self._conn.close()
+        self._conn = _connect(self.path, self._lock_timeout)
+        logger.warning("%s: nothing was lost", why)
+
+    def _refuse_cut_wal(self) -> None:
+        # A -wal cut short in place (its inode unchanged) would take new commits past its end,
+        # where no reader finds them: refuse before anything is written. (A checkpoint that
+        # truncates it resets the index first, so the index then counts no missing pages.)
+        missing = wal_shortfall(self.path)
+        if not missing:
+            return
+        raise StoreError(
+            f"{self._wal_path.name} was cut short while {self.path} was open: {missing} pages of "
+            "commits since the last checkpoint are no longer on disk, so nothing more is "
+            "written into it (those commits are lost unless a backup holds them). Stop every "
+            f"process using the store, then run: scroll doctor --store {self.path.parent}"
+        )
 
     def _save_deleted_wal(self) -> None:
         # This connection still holds the deleted file open, with every commit since the last
@@ -363,13 +397,10 @@ class EventLog:
                 "another connection is reading. Nothing was written now and nothing is lost "
                 "while this process lives; close the other readers and retry"
             )
-        self._conn.close()
-        self._conn = _connect(self.path, self._lock_timeout)
-        logger.warning(
-            "%s was deleted while %s was open; the %d pages of recent commits it held were "
-            "copied into the database and a new one was started: nothing was lost",
-            self._wal_path.name, self.path, frames,
-        )  # fmt: skip
+        self._reconnect(
+            f"{self._wal_path.name} was deleted while {self.path} was open; the {frames} pages "
+            "of recent commits it held were copied into the database and a new one was started"
+        )
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -617,6 +648,13 @@ def _checksum(seq: int, row: tuple[Any, ...]) -> str:
     values = dict(zip(_STORED, row, strict=True))
     values["seq"] = seq
     return stored_checksum(values)
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _connect(path: Path, lock_timeout: float) -> sqlite3.Connection:
