@@ -242,6 +242,30 @@ def test_reading_the_wal_index_keeps_the_locks_sqlite_holds_on_it(store_dir: Pat
     assert check_store(path).ok
 
 
+def test_opening_the_store_again_keeps_the_locks_this_process_holds_on_it(
+    store_dir: Path,
+) -> None:
+    # Every open connection holds a shared lock on the database file, which tells another
+    # process's last connection not to checkpoint and delete the -wal and -shm on close. The
+    # header check of EventLog.open opened and closed the file: a second open in the same
+    # process (a kernel beside an agent) dropped the first connection's lock.
+    path = store_dir / "history.db"
+    probe = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR)\n"
+             "try:\n    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 510, 0x40000002)\n"
+             "except OSError:\n    print('held')\nelse:\n    print('free')")  # fmt: skip
+
+    def shared_lock() -> str:
+        done = subprocess.run([sys.executable, "-c", probe, str(path)], capture_output=True,
+                              text=True, check=True, timeout=60)  # fmt: skip
+        return done.stdout.strip()
+
+    with EventLog.open(path) as first:
+        first.append_many(_turns(2, "row"))
+        assert shared_lock() == "held"
+        EventLog.open(path).close()
+        assert shared_lock() == "held"
+
+
 def test_a_killed_writer_after_the_next_write_has_lost_nothing(store_dir: Path) -> None:
     # The deleted -wal is saved at the writer's next write: a kill -9 after it loses nothing.
     path = store_dir / "history.db"

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from scrollctx.errors import IntegrityError, StoreError
+from scrollctx.log._files import read_start
 
 __all__ = [
     "deleted_wal",
@@ -79,7 +80,7 @@ def wal_shortfall(path: Path) -> int:
     or cut short in place. 0 when it holds them all, or when there is no index to ask."""
     wal = Path(f"{path}-wal")
     try:
-        header = _index_header(Path(f"{path}-shm"))
+        header = read_start(Path(f"{path}-shm"), 20)  # never closes SQLite's locks away
         wal_size = wal.stat().st_size if wal.exists() else 0
     except OSError:
         return 0
@@ -89,24 +90,6 @@ def wal_shortfall(path: Path) -> int:
     frames = int.from_bytes(header[_SHM_MAX_FRAME], sys.byteorder)
     needed = _WAL_HEADER + frames * (_FRAME_HEADER + page_size) if frames else 0
     return frames if wal_size < needed else 0
-
-
-def _index_header(shm: Path) -> bytes:
-    """The start of the ``-shm``, read without closing a descriptor of it: closing *any*
-    descriptor of a file drops every POSIX lock the process holds on it, SQLite's WAL locks
-    included (a read that opened and closed the file let two writers in at once). So it reads
-    through a descriptor this process already holds (SQLite's), and opens its own only when
-    there is none, so no lock to lose."""
-    found = os.stat(shm)
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            held = os.stat(f"/proc/self/fd/{name}")
-        except OSError:  # the listing's own descriptor, or one closed meanwhile
-            continue
-        if (held.st_dev, held.st_ino) == (found.st_dev, found.st_ino):
-            return os.pread(int(name), 20, 0)
-    with open(shm, "rb") as index:
-        return index.read(20)
 
 
 def deleted_wal(path: Path) -> str | None:

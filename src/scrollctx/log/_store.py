@@ -41,6 +41,7 @@ from scrollctx.errors import IntegrityError, StoreError, UsageError
 from scrollctx.log._check import connect_read_only
 from scrollctx.log._events import Event, NewEvent
 from scrollctx.log._failures import file_identity, known_failure, store_error, wal_shortfall
+from scrollctx.log._files import read_start
 from scrollctx.log._integrity import fetch_rows, stored_checksum, verify_event
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
@@ -698,8 +699,7 @@ def _is_busy(exc: sqlite3.Error) -> bool:
 def _check_header(path: Path) -> None:
     if not path.exists() or path.stat().st_size == 0:
         return
-    with path.open("rb") as handle:
-        header = handle.read(len(_SQLITE_MAGIC))
+    header = read_start(path, len(_SQLITE_MAGIC))  # this process may have it open already
     if header != _SQLITE_MAGIC:
         raise IntegrityError(
             f"{path} is not a SQLite database (bad header); move it aside to start a new store",
