@@ -112,6 +112,27 @@ def body_begun(url: str) -> socket.socket:
     return connection
 
 
+def read_answer(connection: socket.socket) -> bytes:
+    """One whole HTTP answer from ``connection``: its head, then ``content-length`` bytes of body
+    (a server writes the two apart, so one ``recv`` may hold only the head)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += _received(connection)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)  # fmt: skip
+    while len(body) < length:
+        body += _received(connection)
+    return head + b"\r\n\r\n" + body
+
+
+def _received(connection: socket.socket) -> bytes:
+    chunk = connection.recv(65536)
+    if not chunk:
+        raise ConnectionError("the server closed the connection mid-answer")
+    return chunk
+
+
 def upstream_backend(kind: str, server: Any, **options: Any) -> Any:
     """The backend the proxy calls its upstream with: a scripted server, one attempt."""
     from scrollctx.agent.backends import RetryPolicy

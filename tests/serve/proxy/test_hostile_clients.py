@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from proxy_helpers import ProxyServer, body_begun, openai_text, prompt_tokens
+from proxy_helpers import ProxyServer, body_begun, openai_text, prompt_tokens, read_answer
 from scripted_servers import ScriptedAnthropicServer, ScriptedOpenAIServer
 
 from scrollctx.serve.proxy import RECALL_TOOL, ViewSettings
@@ -204,7 +204,7 @@ def test_a_body_begun_and_never_finished_gets_a_408_and_frees_its_slot(
     # every other client at 503 for as long as their sockets stayed open.
     proxy = start_proxy(openai_server, max_requests=1, body_seconds=0.5)
     with body_begun(proxy.url) as stalled:
-        answer = stalled.recv(65536)  # the proxy's answer, once it stops waiting for the rest
+        answer = read_answer(stalled)  # the proxy's answer, once it stops waiting for the rest
     status, _, rest = answer.partition(b"\r\n")
     assert status == b"HTTP/1.1 408 Request Timeout", answer
     assert b"did not arrive within 0.5 s" in rest
