@@ -208,6 +208,10 @@ def test_a_wal_cut_short_under_a_writer_is_refused_before_anything_is_written(
             log.append(NewEvent(session_id="s", kind="user_message", content="refused"))
         assert "nothing more is written into it" in str(info.value)
         assert "scroll doctor --store" in str(info.value)
+        done = subprocess.run([str(SCROLL), "doctor", "--store", str(store_dir)],
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert "history.db-wal was deleted or cut short while the store was in use" in done.stderr
+        assert done.returncode == 1 and "not a usable Event Log" not in done.stderr
 
 
 def test_a_checkpoint_that_truncates_the_wal_is_not_taken_for_a_cut(store_dir: Path) -> None:

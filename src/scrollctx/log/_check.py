@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import IntegrityError, StoreError
+from scrollctx.log._failures import known_failure
 from scrollctx.log._integrity import CHECKSUM_COLUMNS, stored_checksum, tolerant_text
 from scrollctx.log._payloads import PayloadStore
 
@@ -121,7 +122,7 @@ def connect_read_only(db_path: Path) -> sqlite3.Connection:
         columns = {row[1] for row in conn.execute("PRAGMA table_info(conversation_history)")}
     except sqlite3.DatabaseError as exc:
         conn.close()
-        raise IntegrityError(
+        raise known_failure(db_path, "open", exc) or IntegrityError(
             f"{db_path} is not a usable Event Log: {exc}", path=str(db_path)
         ) from exc
     if not columns:
