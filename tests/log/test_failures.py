@@ -195,15 +195,23 @@ def test_a_shm_deleted_under_a_running_writer_loses_no_other_writers_commits(
     assert check_store(path).ok
 
 
+@pytest.mark.parametrize(("page_size", "cut"), [(4096, 0.0), (65536, 0.5)])
 def test_a_wal_cut_short_under_a_writer_is_refused_before_anything_is_written(
-    store_dir: Path,
+    store_dir: Path, page_size: int, cut: float
 ) -> None:
     # Cut in place (its inode unchanged), the -wal took the next commit past its end, where
-    # no reader finds it, and the append returned a seq as if it were kept.
+    # no reader finds it, and the append returned a seq as if it were kept. (A 65536-byte
+    # page is written as 1 in the index's 16 bits, and was read as a 1-byte page.)
     path = store_dir / "history.db"
+    setup = sqlite3.connect(path)
+    setup.execute(f"PRAGMA page_size = {page_size}")
+    setup.execute("VACUUM")
+    setup.close()
     with EventLog.open(path) as log:
+        assert log.execute("PRAGMA page_size")[0][0] == page_size
         log.append_many(_turns(20, "gone"))
-        os.truncate(f"{path}-wal", 0)
+        wal = Path(f"{path}-wal")
+        os.truncate(wal, int(wal.stat().st_size * cut))
         with pytest.raises(StoreError, match="history.db-wal was cut short while") as info:
             log.append(NewEvent(session_id="s", kind="user_message", content="refused"))
         assert "nothing more is written into it" in str(info.value)

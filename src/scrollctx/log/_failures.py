@@ -21,8 +21,10 @@ from scrollctx.log._files import read_start
 __all__ = [
     "deleted_wal",
     "file_identity",
+    "SQLITE_IOERR",
     "known_failure",
     "payload_write_error",
+    "primary_code",
     "store_error",
     "wal_shortfall",
 ]
@@ -30,7 +32,8 @@ __all__ = [
 _SQLITE_CORRUPT = 11
 _SQLITE_FULL = 13
 _SQLITE_NOTADB = 26
-_SQLITE_IOERR = 10
+SQLITE_IOERR = 10
+"""SQLite's primary result code for an I/O error (a short read included)."""
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 _NEARLY_FULL = 256 * 1024  # bytes free below which an I/O error is taken for a full disk
 # The wal-index header at the start of the -shm file (sqlite.org/walformat.html): the page size
@@ -48,22 +51,27 @@ def store_error(path: Path, action: str, exc: sqlite3.Error) -> StoreError:
 
 def known_failure(path: Path, action: str, exc: sqlite3.Error) -> StoreError | None:
     """Return the error for a full disk, a deleted ``-wal`` or a corrupt file; else None."""
-    code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    code = primary_code(exc)
     # SQLite reports a full disk as SQLITE_FULL when a page cannot be written, but as a plain
     # I/O error when growing its shared-memory index fails: ask the file system which it was.
-    if code == _SQLITE_FULL or (code == _SQLITE_IOERR and _disk_is_full(path)):
+    if code == _SQLITE_FULL or (code == SQLITE_IOERR and _disk_is_full(path)):
         return StoreError(
             f"{action} on {path} failed: the disk holding it is full ({exc}). Nothing of this "
             f"{action} was written; everything committed before it is kept. Free space on that "
             "disk and retry",
         )
-    if code in (_SQLITE_IOERR, _SQLITE_NOTADB, _SQLITE_CORRUPT):
+    if code in (SQLITE_IOERR, _SQLITE_NOTADB, _SQLITE_CORRUPT):
         missing = deleted_wal(path)
         if missing:
             return StoreError(f"{action} on {path} failed ({exc}): {missing}")
     if code in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
         return IntegrityError(f"{path} is corrupt ({action} failed: {exc})", path=str(path))
     return None
+
+
+def primary_code(exc: sqlite3.Error) -> int:
+    """SQLite's primary result code of ``exc`` (its extended code's low byte; 0 if none)."""
+    return (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
 
 
 def _disk_is_full(path: Path) -> bool:
@@ -86,7 +94,8 @@ def wal_shortfall(path: Path) -> int:
         return 0
     if len(header) < 20:
         return 0
-    page_size = int.from_bytes(header[_SHM_PAGE_SIZE], sys.byteorder) or 65536
+    page_size = int.from_bytes(header[_SHM_PAGE_SIZE], sys.byteorder)
+    page_size = 65536 if page_size in (0, 1) else page_size  # 16 bits: 65536 is written as 1
     frames = int.from_bytes(header[_SHM_MAX_FRAME], sys.byteorder)
     needed = _WAL_HEADER + frames * (_FRAME_HEADER + page_size) if frames else 0
     return frames if wal_size < needed else 0

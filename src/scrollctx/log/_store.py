@@ -40,8 +40,13 @@ from typing import Any
 from scrollctx.errors import IntegrityError, StoreError, UsageError
 from scrollctx.log._check import connect_read_only
 from scrollctx.log._events import Event, NewEvent
-from scrollctx.log._failures import file_identity, known_failure, store_error, wal_shortfall
-from scrollctx.log._files import read_start
+from scrollctx.log._failures import (
+    SQLITE_IOERR,
+    file_identity,
+    known_failure,
+    primary_code,
+    store_error,
+)
 from scrollctx.log._integrity import fetch_rows, stored_checksum, verify_event
 from scrollctx.log._payloads import (
     DEFAULT_THRESHOLD,
@@ -59,7 +64,6 @@ __all__ = ["EventLog"]
 
 logger = logging.getLogger(__name__)
 
-_SQLITE_MAGIC = b"SQLite format 3\x00"
 _INDEX_NEW_ROWS = """
 INSERT INTO conversation_history_fts(rowid, prose, code, headline)
 SELECT seq, prose, code, headline FROM conversation_history_text WHERE seq > ?
@@ -148,7 +152,6 @@ class EventLog:
             ) from exc
         if path.is_dir():
             raise StoreError(f"{path} is a folder, not an Event Log file; move it aside")
-        _check_header(path)
         try:
             conn = _connect(path, lock_timeout)
         except sqlite3.OperationalError as exc:
@@ -160,9 +163,10 @@ class EventLog:
             raise known_failure(path, "open", exc) or StoreError(
                 f"cannot open {path}: {exc}; {hint}"
             ) from exc
-        except sqlite3.DatabaseError as exc:
+        except sqlite3.DatabaseError as exc:  # "file is not a database": refused untouched
             raise IntegrityError(
-                f"{path} is not a usable Event Log: {exc}", path=str(path)
+                f"{path} is not a usable Event Log: {exc}; move it aside to start a new store",
+                path=str(path),
             ) from exc
         try:
             use_fts5 = fts5_available(conn) if fts5 is None else fts5
@@ -374,17 +378,22 @@ class EventLog:
 
     def _refuse_cut_wal(self) -> None:
         # A -wal cut short in place (its inode unchanged) would take new commits past its end,
-        # where no reader finds them: refuse before anything is written. (A checkpoint that
-        # truncates it resets the index first, so the index then counts no missing pages.)
-        missing = wal_shortfall(self.path)
-        if not missing:
-            return
-        raise StoreError(
-            f"{self._wal_path.name} was cut short while {self.path} was open: {missing} pages of "
-            "commits since the last checkpoint are no longer on disk, so nothing more is "
-            "written into it (those commits are lost unless a backup holds them). Stop every "
-            f"process using the store, then run: scroll doctor --store {self.path.parent}"
-        )
+        # where no reader finds them: refuse before anything is written. SQLite itself tells
+        # the two shrinks apart, under its own locks: a checkpoint that truncated the -wal reset
+        # its index first, so a passive checkpoint finds nothing to do; over a cut one it meets
+        # the end of the file where the index says pages are (a short read).
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.OperationalError as exc:
+            if primary_code(exc) != SQLITE_IOERR:
+                raise store_error(self.path, "write", exc) from exc
+            raise StoreError(
+                f"{self._wal_path.name} was cut short while {self.path} was open: the commits "
+                f"since the last checkpoint are no longer on disk ({exc}), so nothing more is "
+                "written into it (those commits are lost unless a backup holds them). Stop "
+                f"every process using the store, then run: scroll doctor --store "
+                f"{self.path.parent}"
+            ) from exc
 
     def _save_deleted_wal(self) -> None:
         # This connection still holds the deleted file open, with every commit since the last
@@ -694,17 +703,6 @@ def _enable_wal(conn: sqlite3.Connection, deadline: float) -> str:
 def _is_busy(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     return code is not None and (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
-
-
-def _check_header(path: Path) -> None:
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    header = read_start(path, len(_SQLITE_MAGIC))  # this process may have it open already
-    if header != _SQLITE_MAGIC:
-        raise IntegrityError(
-            f"{path} is not a SQLite database (bad header); move it aside to start a new store",
-            path=str(path),
-        )
 
 
 def _reject_foreign(conn: sqlite3.Connection, path: Path) -> None:
