@@ -374,6 +374,7 @@ class EventLog:
     def _reconnect(self, why: str) -> None:
         self._conn.close()
         self._conn = _connect(self.path, self._lock_timeout)
+        self._shm_id = file_identity(self._shm_path)  # the index the new connection locks
         logger.warning("%s: nothing was lost", why)
 
     def _refuse_cut_wal(self) -> None:
@@ -399,6 +400,7 @@ class EventLog:
         # This connection still holds the deleted file open, with every commit since the last
         # checkpoint in it: a TRUNCATE checkpoint through it copies them all into the database
         # (fsynced). Then reopen, so later writes go to a -wal that other connections see.
+        held = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
         busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy or copied < frames:
             raise StoreError(
@@ -408,7 +410,7 @@ class EventLog:
                 "while this process lives; close the other readers and retry"
             )
         self._reconnect(
-            f"{self._wal_path.name} was deleted while {self.path} was open; the {frames} pages "
+            f"{self._wal_path.name} was deleted while {self.path} was open; the {held} pages "
             "of recent commits it held were copied into the database and a new one was started"
         )
 
