@@ -196,6 +196,26 @@ def test_a_shm_deleted_under_a_running_writer_loses_no_other_writers_commits(
     assert check_store(path).ok
 
 
+def test_a_store_replaced_under_a_writer_keeps_its_events_and_writes_none_to_the_new_one(
+    store_dir: Path,
+) -> None:
+    # Deleted with its -wal and -shm and made anew at the same path: the writer rescued the old
+    # -wal into the old, deleted file, said "nothing was lost", and appended to the new store.
+    path = store_dir / "history.db"
+    with EventLog.open(path) as log:
+        log.append_many(_turns(5, "old"))
+        for suffix in ("", "-wal", "-shm"):
+            os.remove(f"{path}{suffix}")
+        subprocess.run([sys.executable, "-c", _WRITER, str(path)], input="1\n", text=True,
+                       capture_output=True, check=True, timeout=60)  # fmt: skip
+        for _ in range(2):  # refused every time; saved once
+            with pytest.raises(StoreError, match="was replaced while this process had it open"):
+                log.append(NewEvent(session_id="s", kind="user_message", content="refused"))
+    [saved] = store_dir.parent.glob("store.replaced-*")
+    assert _contents(saved / "history.db") == [f"old {i}" for i in range(5)]
+    assert _contents(path) == ["other 0"]
+
+
 @pytest.mark.parametrize(("page_size", "cut"), [(4096, 0.0), (65536, 0.5)])
 def test_a_wal_cut_short_under_a_writer_is_refused_before_anything_is_written(
     store_dir: Path, page_size: int, cut: float

@@ -102,6 +102,8 @@ class EventLog:
     ) -> None:
         self._conn = conn
         self._lock_timeout = lock_timeout
+        self._db_id = file_identity(path)
+        self._saved_as: Path | None = None  # where the events of a replaced file were saved
         self._wal_path = path.with_name(path.name + "-wal")
         self._wal_id = file_identity(self._wal_path)
         self._wal_size = _size(self._wal_path)
@@ -355,6 +357,8 @@ class EventLog:
         locks of a deleted ``-shm``: the index of a new one is the one other processes lock, and
         two writers on two indexes overwrite each other's commits.
         """
+        if file_identity(self.path) != self._db_id:
+            self._refuse_replaced()
         current, size = file_identity(self._wal_path), _size(self._wal_path)
         if current != self._wal_id and self._wal_id is not None:
             self._save_deleted_wal()
@@ -370,6 +374,25 @@ class EventLog:
             )
             index = file_identity(self._shm_path)
         self._shm_id = index
+
+    def _refuse_replaced(self) -> None:
+        # The store's file was deleted, or another moved over it (a new store made at the same
+        # path): this connection still reads the old file, -wal included, and writing on would
+        # put events in one file and the rest of the history in another. Its events are saved
+        # beside the store once, as a store of their own, and every write is refused.
+        if self._saved_as is None:
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            folder = self.path.parent.with_name(f"{self.path.parent.name}.replaced-{stamp}")
+            folder.mkdir(parents=True, exist_ok=True)
+            saved = folder / self.path.name
+            self._conn.execute("VACUUM INTO ?", (str(saved),))
+            self._saved_as = saved
+        raise StoreError(
+            f"{self.path} was replaced while this process had it open (deleted, or another file "
+            "moved over it); nothing was written to the new file. The events this process "
+            f"still held were saved as a store of their own: {self._saved_as.parent} (read it "
+            f"with --store {self._saved_as.parent}). Reopen the store to write to the new file"
+        )
 
     def _reconnect(self, why: str) -> None:
         self._conn.close()
