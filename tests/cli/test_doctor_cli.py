@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,23 @@ def test_doctor_names_every_damaged_seq_and_exits_3(store: Path, capsys: Capture
     data = json.loads(capsys.readouterr().out)
     assert data["store"]["bad_seqs"] == [2, 3] and data["store"]["ok"] is False
     assert isinstance(data["sandbox"]["strict_holds"], bool)
+
+
+def test_doctor_full_finds_an_index_that_no_longer_matches_its_table(
+    store: Path, capsys: Capture
+) -> None:
+    # quick_check reads every page but compares no index with its table: this store passed.
+    conn = sqlite3.connect(store / "history.db", isolation_level=None)
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute("UPDATE sqlite_master SET sql = 'CREATE INDEX ch_session ON "
+                 "conversation_history(kind, seq)' WHERE name = 'ch_session'")  # fmt: skip
+    conn.close()
+    assert run(["doctor", "--store", str(store)]) == 0
+    capsys.readouterr()
+    assert run(["doctor", "--full", "--json", "--store", str(store)]) == 3
+    checked = json.loads(capsys.readouterr().out)["store"]
+    assert checked["quick_check"] == ["ok"] and checked["ok"] is False
+    assert checked["integrity_check"][0] == "row 1 missing from index ch_session"
 
 
 def test_stats_verify_checks_the_whole_store(store: Path, capsys: Capture) -> None:

@@ -26,17 +26,20 @@ __all__ = ["doctor_command", "raise_if_damaged"]
 @click.option(
     "--upgrade", is_flag=True, help="First upgrade a store from before per-event checksums."
 )
+@click.option(
+    "--full", is_flag=True, help="Also run SQLite's integrity_check (every index; slower)."
+)
 @store_option
 @json_option
-def doctor_command(upgrade: bool, config: Config, json_: bool) -> None:
+def doctor_command(upgrade: bool, full: bool, config: Config, json_: bool) -> None:
     """Check the store (quick_check, every event's checksum and payload) and the sandbox.
 
     Exit 3 if the store is damaged; every damaged seq is named.
-    Example: scroll doctor --store .scroll --json
+    Example: scroll doctor --store .scroll --json   (--full: integrity_check as well)
     """
     if upgrade and config.store_url is None and config.db_path.is_file():
         EventLog.open(config.db_path).close()  # the writer applies every pending migration
-    report, shared = check_configured_store(config)
+    report, shared = check_configured_store(config, full=full)
     data = {"store": report.to_dict(), "sandbox": _sandbox_summary()}
     sandbox = data["sandbox"]["summary"]
     text = report.render() if shared is None else f"{report.render()}\n{render_shared(shared)}"

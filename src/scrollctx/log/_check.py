@@ -48,11 +48,15 @@ class StoreCheck:
     payload_files: int = 0
     quick_check: list[str] = field(default_factory=list)
     damage: list[Damage] = field(default_factory=list)
+    integrity_check: list[str] | None = None
+    """``PRAGMA integrity_check``'s answer, when it was asked for (``full``): it also compares
+    every index with its table, which ``quick_check`` does not."""
 
     @property
     def ok(self) -> bool:
         """Whether every check passed."""
-        return self.quick_check == ["ok"] and not self.damage
+        full = self.integrity_check in (None, ["ok"])
+        return self.quick_check == ["ok"] and full and not self.damage
 
     @property
     def bad_seqs(self) -> list[int]:
@@ -69,6 +73,8 @@ class StoreCheck:
             f"{self.events} events, {self.payload_files} payload files; "
             f"quick_check: {'; '.join(self.quick_check)}"
         )
+        if self.integrity_check is not None:
+            checked += f"; integrity_check: {'; '.join(self.integrity_check)}"
         if self.ok:
             return f"store {self.store}: ok ({checked})"
         lines = [f"store {self.store}: DAMAGED ({checked})"]
@@ -81,8 +87,11 @@ class StoreCheck:
         return "\n".join(lines)
 
 
-def check_store(db_path: Path, payload_root: Path | None = None) -> StoreCheck:
-    """Check the whole store read-only: quick_check, every row's checksum, every payload.
+def check_store(
+    db_path: Path, payload_root: Path | None = None, *, full: bool = False
+) -> StoreCheck:
+    """Check the whole store read-only: quick_check, every row's checksum, every payload, and
+    with ``full`` SQLite's ``integrity_check`` too (slower: it reads every index).
 
     Raises:
         StoreError: there is no store at ``db_path``, or it predates per-event checksums.
@@ -92,14 +101,18 @@ def check_store(db_path: Path, payload_root: Path | None = None) -> StoreCheck:
     payloads = PayloadStore(payload_root or db_path.parent / "payloads")
     report = StoreCheck(str(db_path.parent))
     try:
-        report.quick_check = [
-            str(row[0]) for row in conn.execute("PRAGMA quick_check").fetchmany(_QUICK_CHECK_LINES)
-        ]
+        report.quick_check = _pragma_check(conn, "quick_check")
+        if full:
+            report.integrity_check = _pragma_check(conn, "integrity_check")
         referenced = _check_rows(conn, report)
     finally:
         conn.close()
     _check_payloads(payloads, referenced, report)
     return report
+
+
+def _pragma_check(conn: sqlite3.Connection, pragma: str) -> list[str]:
+    return [str(row[0]) for row in conn.execute(f"PRAGMA {pragma}").fetchmany(_QUICK_CHECK_LINES)]
 
 
 def needs_upgrade(db_path: Path) -> str:

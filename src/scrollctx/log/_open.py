@@ -39,8 +39,12 @@ def open_store(config: Config, **options: Any) -> EventStore:
     return _open_shared(config, **options)
 
 
-def check_configured_store(config: Config) -> tuple[StoreCheck, dict[str, Any] | None]:
+def check_configured_store(
+    config: Config, *, full: bool = False
+) -> tuple[StoreCheck, dict[str, Any] | None]:
     """Check the whole store read-only; for a shared one also return :func:`shared_store_facts`.
+    ``full`` adds SQLite's ``integrity_check`` for a folder's store (a shared one's server keeps
+    its own pages).
 
     A shared store's local replica is a cache: its payload files that are gone or damaged are
     fetched again (``payloads_restored`` in the replica's facts); the shared log is only read.
@@ -48,7 +52,7 @@ def check_configured_store(config: Config) -> tuple[StoreCheck, dict[str, Any] |
     if config.store_url is None:
         from scrollctx.log._check import check_store
 
-        return check_store(config.db_path), None
+        return check_store(config.db_path, full=full), None
     from scrollctx.log._postgres_check import shared_facts, verify_shared
 
     with _open_shared(config) as store:
