@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -105,8 +106,7 @@ class EventLog:
         self._db_id = file_identity(path)
         self._saved_as: Path | None = None  # where the events of a replaced file were saved
         self._wal_path = path.with_name(path.name + "-wal")
-        self._wal_id = file_identity(self._wal_path)
-        self._wal_size = _size(self._wal_path)
+        self._wal_id, self._wal_size = _identity_and_size(self._wal_path)
         self._shm_path = path.with_name(path.name + "-shm")
         self._shm_id = file_identity(self._shm_path)
         self.path = path
@@ -359,21 +359,21 @@ class EventLog:
         """
         if file_identity(self.path) != self._db_id:
             self._refuse_replaced()
-        current, size = file_identity(self._wal_path), _size(self._wal_path)
+        current, size = _identity_and_size(self._wal_path)
         if current != self._wal_id and self._wal_id is not None:
             self._save_deleted_wal()
-            current, size = file_identity(self._wal_path), _size(self._wal_path)
+            current, size = _identity_and_size(self._wal_path)
         elif size < self._wal_size:  # the same file, shorter: checkpointed, or cut short
             self._refuse_cut_wal()
         self._wal_id, self._wal_size = current, size
         index = file_identity(self._shm_path)
         if index != self._shm_id and self._shm_id is not None:
-            self._reconnect(
+            self._reconnect(  # which notes the index the new connection locks
                 f"{self._shm_path.name} was deleted while {self.path} was open; this writer now "
                 "locks the new one, as other processes do"
             )
-            index = file_identity(self._shm_path)
-        self._shm_id = index
+        else:
+            self._shm_id = index
 
     def _refuse_replaced(self) -> None:
         # The store's file was deleted, or another moved over it (a new store made at the same
@@ -382,8 +382,8 @@ class EventLog:
         # beside the store once, as a store of their own, and every write is refused.
         if self._saved_as is None:
             stamp = time.strftime("%Y%m%dT%H%M%S")
-            folder = self.path.parent.with_name(f"{self.path.parent.name}.replaced-{stamp}")
-            folder.mkdir(parents=True, exist_ok=True)
+            prefix = f"{self.path.parent.name}.replaced-{stamp}-"  # unique: VACUUM INTO refuses
+            folder = Path(tempfile.mkdtemp(prefix=prefix, dir=self.path.parent.parent))
             saved = folder / self.path.name
             self._conn.execute("VACUUM INTO ?", (str(saved),))
             self._saved_as = saved
@@ -685,11 +685,13 @@ def _checksum(seq: int, row: tuple[Any, ...]) -> str:
     return stored_checksum(values)
 
 
-def _size(path: Path) -> int:
+def _identity_and_size(path: Path) -> tuple[tuple[int, int] | None, int]:
+    # One stat: the write path asks both of the -wal before every transaction.
     try:
-        return os.stat(path).st_size
+        found = os.stat(path)
     except FileNotFoundError:
-        return 0
+        return None, 0
+    return (found.st_dev, found.st_ino), found.st_size
 
 
 def _connect(path: Path, lock_timeout: float) -> sqlite3.Connection:
@@ -726,8 +728,7 @@ def _enable_wal(conn: sqlite3.Connection, deadline: float) -> str:
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return code is not None and (code & 0xFF) in (_SQLITE_BUSY, _SQLITE_LOCKED)
+    return primary_code(exc) in (_SQLITE_BUSY, _SQLITE_LOCKED)
 
 
 def _reject_foreign(conn: sqlite3.Connection, path: Path) -> None:
