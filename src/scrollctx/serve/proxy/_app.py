@@ -145,15 +145,9 @@ async def _watch_disconnect(receive: Receive, cancelled: Cancellation) -> None:
 
 async def _read_json(request: Request, bounds: _BodyBounds, door: Door) -> Any:
     max_body = bounds.max_body
-    too_large = Reply.json(
-        413,
-        door.wire.error_body(
-            413,
-            f"the request body exceeds {max_body:,} bytes, the most scroll serve reads "
-            "(--max-body-mb); nothing of it was logged",
-        ),
-        door.headers,
-    )
+    message = (f"the request body exceeds {max_body:,} bytes, the most scroll serve reads "
+               "(--max-body-mb); nothing of it was logged")  # fmt: skip
+    too_large = _refusal(door, 413, message)
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > max_body:
         return too_large  # not a byte read
@@ -167,18 +161,23 @@ async def _read_json(request: Request, bounds: _BodyBounds, door: Door) -> Any:
                 chunks.append(chunk)
         except ClientDisconnect:  # nobody reads the answer; it keeps the server's log quiet
             message = "the client went away before its body arrived; nothing of it was logged"
-            return Reply.json(400, door.wire.error_body(400, message), door.headers)
+            return _refusal(door, 400, message)
     if waiting.cancelled_caught:
         message = (f"the request body did not arrive within {bounds.seconds:g} s, the most "
                    "scroll serve waits for one; nothing of it was logged")  # fmt: skip
-        return Reply.json(408, door.wire.error_body(408, message), door.headers)
+        return _refusal(door, 408, message)
     try:
         return loads(b"".join(chunks))
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         message = f"the request body is not JSON: {exc}"
     except RecursionError:  # the decoder's own limit: a body nested deeper than Python's stack
         message = "the request body is nested too deeply to be a request"
-    return Reply.json(400, door.wire.error_body(400, message), door.headers)
+    return _refusal(door, 400, message)
+
+
+def _refusal(door: Door, status: int, message: str) -> Reply:
+    """A request refused before any work: ``status`` and the message, in the door's wire."""
+    return Reply.json(status, door.wire.error_body(status, message), door.headers)
 
 
 def _response(reply: Reply) -> Response:
