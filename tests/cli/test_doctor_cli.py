@@ -74,6 +74,12 @@ def test_doctor_full_finds_an_index_that_no_longer_matches_its_table(
     assert checked["integrity_check"][0] == "row 1 missing from index ch_session"
 
 
+def test_doctor_full_on_a_shared_store_says_it_does_not_apply(capsys: Capture) -> None:
+    # Ignored, it would pass a check it never ran; said before any connection is tried.
+    assert run(["doctor", "--full", "--store", "postgresql://scroll@127.0.0.1:1/none"]) == 2
+    assert "--full runs SQLite's integrity_check on a folder's store" in capsys.readouterr().err
+
+
 def test_stats_verify_checks_the_whole_store(store: Path, capsys: Capture) -> None:
     assert run(["stats", "--verify", "--store", str(store)]) == 0
     assert "ok (3 events, 1 payload files" in capsys.readouterr().out

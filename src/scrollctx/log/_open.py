@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from scrollctx.config import Config
-from scrollctx.errors import MissingDependency, StoreError
+from scrollctx.errors import MissingDependency, StoreError, UsageError
 
 if TYPE_CHECKING:
     from scrollctx.log._base import EventStore
@@ -53,6 +53,11 @@ def check_configured_store(
         from scrollctx.log._check import check_store
 
         return check_store(config.db_path, full=full), None
+    if full:  # said, not skipped: the check asked for would otherwise pass unrun
+        raise UsageError(
+            "--full runs SQLite's integrity_check on a folder's store; a shared store's server "
+            "checks its own pages. Leave out --full (the checksums and payloads are checked)"
+        )
     from scrollctx.log._postgres_check import shared_facts, verify_shared
 
     with _open_shared(config) as store:
