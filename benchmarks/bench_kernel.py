@@ -19,7 +19,11 @@ Run: ``.venv/bin/python benchmarks/bench_kernel.py [--starts 15] [--cells 300] [
    questions, over a store holding all of LoCoMo (built in a temp folder). ``--repeats`` rounds;
    min/median/max over the rounds of each round's median and of its ratio. The call is also
    timed inside the cell (the round trip through the reader without the cell's own), with its
-   ratio to the in-process call, round by round. And the
+   ratio to the in-process call, round by round. The host reads each cell's literal search
+   off its text and the memory reader runs it while the worker starts the cell (answered
+   ahead: ``kernel/_ahead.py``); the counts say how many were run, used and cut short. The
+   same rounds again with the query passed by name (``ms.search(queries[i], k=10)``), which
+   nothing can read ahead: the kernel's cost without it. And the
    CPU time the searches cost, which scheduling delays on a loaded machine do not inflate:
    per search, the worker's, the reader's and the host's main threads (``/proc/<pid>/schedstat``,
    ``time.thread_time``) against the in-process call's (``time.thread_time``). Then rounds
@@ -127,14 +131,17 @@ def cpu_seconds(pid: int) -> float:
 
 
 def bench_search(
-    kernel: Kernel, db: Path, queries: list[str], repeats: int
+    kernel: Kernel, db: Path, queries: list[str], repeats: int, *, named: bool = False
 ) -> tuple[list[float], list[float], list[float], list[float]]:
     """Per round: the median of the cell as the host times it, of the same call in-process,
     and of the call timed inside the worker; and the ratio of the CPU time per search of the
-    kernel's three processes to that of the in-process call."""
+    kernel's three processes to that of the in-process call.
+
+    ``named``: the cell passes the query by name (``ms.search(queries[7], k=10)``), so the
+    host cannot read the call off its text and nothing is answered ahead."""
     ms = open_surface(db)
     through, local, inside, cpu = [], [], [], []
-    kernel.run_cell("import time\nms.has_fts5")  # the first ms call starts the reader
+    kernel.run_cell(f"import time\nqueries = {queries!r}\nms.has_fts5")  # starts the reader
     worker, reader = kernel.pid, kernel.reader.pid if kernel.reader else None
     if worker is None or reader is None:
         raise SystemExit("the kernel has no worker or no memory reader")
@@ -142,9 +149,10 @@ def bench_search(
         round_through, round_local, round_inside = [], [], []
         host_cpu = local_cpu = 0.0
         others = cpu_seconds(worker) + cpu_seconds(reader)
-        for query in queries:
+        for index, query in enumerate(queries):
+            argument = f"queries[{index}]" if named else repr(query)
             cell = (
-                f"t = time.perf_counter()\nrows = ms.search({query!r}, k=10)\n"
+                f"t = time.perf_counter()\nrows = ms.search({argument}, k=10)\n"
                 "print(time.perf_counter() - t)"
             )
             started = time.thread_time()
@@ -324,6 +332,19 @@ def main() -> None:
             print(f"ms.search CPU time       : ratio {mid:.2f}x median (min {low:.2f}x, max "
                   f"{high:.2f}x): worker + memory reader + host per search, against the "
                   "in-process call (scheduling delays excluded)")  # fmt: skip
+            reader = kernel.reader
+            literal = reader.ahead_counts if reader is not None else None
+            print(f"answered ahead           : {literal} (each cell's search read off its "
+                  "text and run while the worker starts the cell)")  # fmt: skip
+            through, direct, inside, _ = bench_search(kernel, log.path, queries, args.repeats,
+                                                      named=True)  # fmt: skip
+            ratios = [t / d for t, d in zip(through, direct, strict=True)]
+            calls = [i / d for i, d in zip(inside, direct, strict=True)]
+            named = reader.ahead_counts if reader is not None else None
+            print(f"ms.search, query by name : ratio {_ratio(ratios)} (rows = ms.search("
+                  f"queries[i], k=10): nothing to read ahead; answered ahead now {named}); "
+                  f"through the kernel {_ms(through)}; in-process {_ms(direct)}; the call "
+                  f"inside the worker {_ratio(calls)}")  # fmt: skip
             wall, cpu, cells = bench_search_blocks(kernel, log.path, queries, args.repeats)
             print(f"ms.search, in blocks     : {len(queries)} calls in one cell: wall time "
                   f"{_ratio(wall)}, CPU time {_ratio(cpu)} of the in-process loop's (the hop "

@@ -10,11 +10,13 @@ import select
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from scrollctx.kernel import CellResult, Kernel, SandboxPolicy
+from scrollctx.kernel import CellResult, Kernel, MemoryReader, SandboxPolicy
 from scrollctx.log import EventLog, Kind, NewEvent
 
 SEED_TEXTS = [
@@ -115,6 +117,20 @@ def open_session(root: Path, *, start_reader: bool = True, **options: object) ->
     if start_reader and kernel.reader is not None and status.holds:  # a refused kernel calls no ms
         kernel.start_reader()
     return Session(log, kernel, root)
+
+
+@contextmanager
+def channel_in_use(root: Path, **options: object) -> Iterator[tuple[Session, MemoryReader]]:
+    """A session whose worker already made its first ``ms`` call (its channel is in use),
+    closed afterwards."""
+    session = open_session(root, **options)
+    try:
+        reader = session.kernel.reader
+        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
+        yield session, reader
+    finally:
+        session.kernel.close()
+        session.log.close()
 
 
 _HOST = """

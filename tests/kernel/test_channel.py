@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import os
 import select
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from kernel_helpers import WORKER, Session, open_session
+from kernel_helpers import WORKER, channel_in_use, open_session
 
 from scrollctx.kernel import Kernel, Limits, MemoryReader, ReaderLimits, SandboxPolicy
 from scrollctx.log import EventLog
@@ -40,20 +38,6 @@ def _count_forwards(reader: MemoryReader) -> list[str]:
 
     reader.forward = counted  # type: ignore[method-assign]
     return calls
-
-
-@contextmanager
-def channel_in_use(root: Path, **options: object) -> Iterator[tuple[Session, MemoryReader]]:
-    """A session whose worker already made its first ``ms`` call (its channel is in use),
-    closed afterwards."""
-    session = open_session(root, **options)
-    try:
-        reader = session.kernel.reader
-        assert reader is not None and session.kernel.run_cell("ms.has_fts5").ok
-        yield session, reader
-    finally:
-        session.kernel.close()
-        session.log.close()
 
 
 def test_only_the_first_call_goes_through_the_host(tmp_path: Path) -> None:

@@ -73,3 +73,26 @@ def test_consume_drops_written_bytes_across_pieces() -> None:
     assert [bytes(v) for v in views] == [b"efg"]
     consume(views, 3)
     assert views == []
+
+
+def test_peek_shows_a_whole_frame_and_leaves_it_to_be_read(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    os.set_blocking(read_end, False)
+    reader = FrameReader(read_end)
+    assert reader.peek() is None  # nothing has come: no wait
+    frame = encode_frame(4, {"op": "ms", "call": 2})
+    os.write(write_end, frame[:7])
+    assert reader.peek() is None  # half a frame is not shown
+    os.write(write_end, frame[7:])
+    assert reader.peek() == (4, b'{"op":"ms","call":2}')
+    assert reader.read(time.monotonic() + 5, expect=4) == {"op": "ms", "call": 2}
+
+
+def test_peek_does_not_show_a_frame_over_the_limit(pipe: tuple[int, int]) -> None:
+    read_end, write_end = pipe
+    os.set_blocking(read_end, False)
+    os.write(write_end, encode_frame(1, {"pad": "x" * 100}))
+    reader = FrameReader(read_end, max_size=50)
+    assert reader.peek() is None
+    with pytest.raises(ProtocolError, match="exceeds the 50-byte limit"):
+        reader.read(time.monotonic() + 5)

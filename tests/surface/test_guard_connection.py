@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from scrollctx.errors import StoreError
+from scrollctx.log import EventLog
 from scrollctx.surface import _guard, open_surface
+from scrollctx.surface._surface import call_deadline
 
 # Enough rows that SQLite calls the progress handler many times (it runs every 2000 VM steps).
 LONG_QUERY = (
@@ -79,3 +81,26 @@ def test_ctrl_c_inside_a_statement_reaches_the_caller(
         assert clock.readings == 2  # raised in the handler, and SQLite stopped there
         monkeypatch.undo()
         assert ms.sql_query(LONG_QUERY)[0]["c"] == 200_000  # the connection still works
+
+
+def _run_with_checkpoint(tmp_path: Path, go_on: bool) -> tuple[bool, int]:
+    # A checkpoint due at once: SQLite's first progress call asks it. Returns whether the
+    # result was cut short, and how many times the checkpoint was asked.
+    EventLog.open(tmp_path / "history.db").close()
+    asked: list[bool] = []
+
+    def answer() -> bool:
+        asked.append(go_on)
+        return go_on
+
+    with open_surface(tmp_path / "history.db") as ms:
+        call_deadline(ms).checkpoint = (time.monotonic(), answer)
+        return ms.sql_query(LONG_QUERY).partial, len(asked)
+
+
+def test_a_checkpoint_that_says_no_ends_the_call_there_as_partial(tmp_path: Path) -> None:
+    assert _run_with_checkpoint(tmp_path, go_on=False) == (True, 1)
+
+
+def test_a_checkpoint_that_says_go_on_is_asked_once_and_the_call_finishes(tmp_path: Path) -> None:
+    assert _run_with_checkpoint(tmp_path, go_on=True) == (False, 1)

@@ -164,6 +164,23 @@ class FrameReader:
                 raise WorkerCrashed("the other end closed its control pipe (it exited or crashed)")
             self._buffer += chunk
 
+    def peek(self) -> tuple[int, bytes] | None:
+        """The next frame's request id and body if it has arrived whole, left to be read.
+
+        For a non-blocking descriptor: what has come is taken in without waiting. None also if
+        the frame is over the size limit (reading it raises) or the descriptor fails.
+        """
+        try:
+            self._buffer += os.read(self.fd, self._wanted())
+        except OSError:  # BlockingIOError: nothing more has come
+            pass
+        if not self.buffered():
+            return None
+        size, request = HEADER.unpack_from(self._buffer)
+        if size > self.max_size:
+            return None
+        return request, bytes(self._buffer[HEADER.size : HEADER.size + size])
+
     def buffered(self) -> bool:
         """Whether a whole frame is already buffered (``select`` on the descriptor would not
         show it)."""

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from scrollctx.errors import CellTimeout, ProtocolError, StoreError, UsageError, WorkerCrashed
+from scrollctx.kernel._ahead import first_ms_call
 from scrollctx.kernel._bridge import (
     MAX_TOOL_INPUT,
     ToolSpec,
@@ -406,8 +407,9 @@ class Kernel:
             "stderr_cap": self.stderr_cap,
         }
         try:
-            worker.begin_cell()
             self._set_busy(worker, True)
+            self._ask_ahead(source, cell_id)  # first: the reader starts while the cell is sent
+            worker.begin_cell()
             worker.send(encode_frame(cell_id, request), started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
             self._set_busy(worker, False)
@@ -618,6 +620,16 @@ class Kernel:
             worker.interrupt()
         worker.send(frame_parts(cell_id, body), max(answer_by, time.monotonic() + self.grace))
         return overdue
+
+    def _ask_ahead(self, source: str, cell_id: int) -> None:
+        # The cell's first ms call, if its text says exactly what it is, is run by the reader
+        # while the worker starts the cell (read here, before the cell is sent: parsing it in
+        # the reader, beside the worker's start, measured slower); the reader uses the answer
+        # only if it is what the call would get then.
+        if self.reader is not None and self.reader.answers_ahead:
+            request = first_ms_call(source)
+            if request is not None:
+                self.reader.ask_ahead(cell_id, request)
 
     def _set_busy(self, worker: WorkerProcess, busy: bool) -> None:
         worker.set_busy(busy)

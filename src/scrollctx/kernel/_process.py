@@ -372,6 +372,17 @@ class WorkerProcess:
         if not taken:
             raise CellTimeout("the worker stopped reading its control pipe")
 
+    def offer(self, frame: bytes) -> bool:
+        """Write a small frame only if the pipe takes it whole at once; never wait. A frame of
+        at most ``PIPE_BUF`` bytes is written whole or not at all, so one not taken leaves the
+        stream intact."""
+        if len(frame) > select.PIPE_BUF:
+            return False
+        try:
+            return os.write(self._to_worker, frame) == len(frame)
+        except OSError:  # full (BlockingIOError) or gone (BrokenPipeError): dropped
+            return False
+
     def set_busy(self, busy: bool) -> None:
         """Tell the watch whether a cell runs (idle CPU is budgeted only between cells)."""
         if self.watch is not None:

@@ -29,8 +29,13 @@ channel it came from):
    it says ``{"op": "channel"}`` (id 0) on the channel, after which the worker sends its calls
    there;
 3. then each request ``{"op": "ms", "call", "method", "kwargs"}`` is answered by
-   :func:`~scrollctx.surface._remote.answer_call` (the reply format is documented there), until
-   ``{"op": "shutdown"}`` or the host's end of the pipe closes.
+   :func:`~scrollctx.surface._remote.run_call` (the reply format is documented there), until
+   ``{"op": "shutdown"}`` or the host's end of the pipe closes;
+4. the host may also send, on its pipe, ``{"op": "ms_ahead", "method", "kwargs"}`` under a
+   cell's request id: the call it read off that cell's text (:mod:`._ahead`). The reader runs
+   it at once and answers nothing; the cell's first request over the channel gets that answer
+   if it is the same call and the store has not changed since, else is run as usual. The
+   counts of such calls (run, used, cut short) follow the call clock's start time.
 
 Invariants:
 
@@ -68,6 +73,7 @@ from types import FrameType
 from typing import Any
 
 from scrollctx.errors import ProtocolError, QueryError, WorkerCrashed
+from scrollctx.kernel._ahead import AheadCall, call_key
 from scrollctx.kernel._frames import (
     MAX_FRAME,
     Body,
@@ -84,14 +90,18 @@ from scrollctx.kernel._frames import (
 )
 from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox, die_with_host
 from scrollctx.surface import Budgets, open_surface
-from scrollctx.surface._remote import answer_call, error_reply
+from scrollctx.surface._remote import Answer, error_reply, run_call
+from scrollctx.surface._surface import call_deadline, store_version
 
 __all__ = ["CLOCK", "main", "reader_plan"]
 
 _OPEN_FILES = 64
 
-CLOCK = struct.Struct("=d")
-"""The shared call clock's layout: when the running call started (0.0: none runs)."""
+CLOCK_START = struct.Struct("=d")
+"""The clock's first field alone (written at every call)."""
+CLOCK = struct.Struct("=dQQQ")
+"""The shared call clock's layout: when the running call started (0.0: none runs); then the
+calls answered ahead (:mod:`._ahead`): run, used, and cut short (their request had not come)."""
 
 
 def reader_plan(boot: Mapping[str, Any]) -> SandboxPlan:
@@ -117,7 +127,12 @@ class Reader:
         self.clock = _open_clock(pipes.clock)
         self.surface: Any = None
         self.reply_bytes = 0
+        self.ahead_seconds = 0.0
         self.memory_hint = ""
+        self.ahead: AheadCall | None = None
+        """The answer to the running cell's first call, ready before its request came."""
+        self.last_cell = 0
+        """The highest cell id a request over the channel has carried."""
         self._calling = False
 
     def boot(self) -> None:
@@ -127,6 +142,7 @@ class Reader:
         report = apply_sandbox(reader_plan(boot))
         limits = boot["limits"]
         self.reply_bytes = int(limits["reply_bytes"])
+        self.ahead_seconds = float(limits.get("ahead_seconds", 0.0))
         self.memory_hint = _memory_hint(limits)
         self.stall_seconds = float(boot["budgets"]["seconds"])
         # The largest request the host forwards or the worker may send: the kernel's limit of
@@ -164,6 +180,9 @@ class Reader:
                 message = self._message(self.reader.read_body() or b"")
                 if message.get("op") == "shutdown":
                     return
+                if message.get("op") == "ms_ahead":
+                    self._run_ahead(self.reader.last_id, message)
+                    continue
                 write_frame(self.fd_out, frame_parts(self.reader.last_id, self._answer(message)))
             else:
                 self._serve_channel()
@@ -193,7 +212,14 @@ class Reader:
         except (ProtocolError, WorkerCrashed, OSError):
             self._close_channel()
             return
-        self._send_channel(frame_parts(channel.last_id, self._answer(message)))
+        cell, ahead, self.ahead = channel.last_id, self.ahead, None
+        self.last_cell = max(self.last_cell, cell)
+        if ahead is not None and ahead.serves(cell, message, self._version()):
+            reply = ahead.answer.reply(message.get("call"), self.reply_bytes)  # type: ignore[union-attr]
+            self._count(used=1)
+        else:
+            reply = self._answer(message)
+        self._send_channel(frame_parts(cell, reply))
 
     def _send_channel(self, frame: bytes | Frame) -> None:
         # A worker that stops reading its replies holds the reader no longer than a call may
@@ -219,6 +245,12 @@ class Reader:
             return {"op": "malformed", "error": str(exc)}
 
     def _answer(self, message: dict[str, Any]) -> bytes:
+        refusal = self._refusal(message)
+        if refusal is not None:
+            return refusal
+        return self._call(message).reply(message.get("call"), self.reply_bytes)
+
+    def _refusal(self, message: dict[str, Any]) -> bytes | None:
         call = message.get("call")
         if not _is_call_id(call):
             # The reply echoes the id: any other value (a list nested as deep as the decoder
@@ -231,17 +263,71 @@ class Reader:
             return error_reply(call, refused)
         if self.surface is None:
             return error_reply(call, RuntimeError("the store is not open"))
+        return None
+
+    def _call(self, message: Mapping[str, Any]) -> Answer:
         self._calling = True
         _set_clock(self.clock, time.monotonic())
         try:
-            return answer_call(self.surface, message, limit=self.reply_bytes,
-                               memory_hint=self.memory_hint)  # fmt: skip
-        except KeyboardInterrupt as exc:  # arrived after the surface call, while encoding
-            return error_reply(call, exc)
+            return run_call(self.surface, message, memory_hint=self.memory_hint)
+        except KeyboardInterrupt as exc:  # arrived after the surface call returned
+            return Answer(message.get("method"), error=exc)
         finally:
             # Not interruptible first: a SIGINT landing between the two would escape the reader.
             self._calling = False
             _set_clock(self.clock, 0.0)
+
+    # -- calls answered ahead (:mod:`._ahead`) ----------------------------------------------
+
+    def _run_ahead(self, cell: int, message: dict[str, Any]) -> None:
+        # The host's guess at the first call of cell ``cell``; once that cell's first request
+        # has come over the channel, the guess is too late to be of use.
+        self.ahead = None
+        if self.surface is None or self.channel is None or cell <= self.last_cell:
+            return  # (the host sends none when answering ahead is off: ahead_seconds 0)
+        ahead = AheadCall(cell, call_key(message), self._version())
+        deadline = call_deadline(self.surface)
+        deadline.checkpoint = (time.monotonic() + self.ahead_seconds, lambda: self._go_on(ahead))
+        try:
+            answer = self._call(message)
+        finally:
+            deadline.checkpoint = None
+        cut = deadline.expired and not ahead.extended
+        self._count(run=1, cut=int(cut))
+        if ahead.extended or (answer.error is None and not cut):
+            ahead.answer = answer
+            self.ahead = ahead
+
+    def _go_on(self, ahead: AheadCall) -> bool:
+        # At the checkpoint: go on, as the call itself, only if its request is the next frame
+        # on the channel (it then gets the call's whole budget from now).
+        peeked = self.channel.peek() if self.channel is not None else None
+        if peeked is None or peeked[0] != ahead.cell:
+            return False
+        try:
+            request = decode_body(peeked[1])
+        except ProtocolError:
+            return False
+        if call_key(request) != ahead.key:
+            return False
+        now = time.monotonic()
+        call_deadline(self.surface).expires_at = now + self.surface.budgets.seconds
+        _set_clock(self.clock, now)
+        ahead.extended = True
+        return True
+
+    def _version(self) -> int:
+        return store_version(self.surface) if self.surface is not None else -1
+
+    def _count(self, *, run: int = 0, used: int = 0, cut: int = 0) -> None:
+        if self.clock is not None:
+            started, *counts = CLOCK.unpack_from(self.clock)
+            CLOCK.pack_into(
+                self.clock,
+                0,
+                started,
+                *(n + d for n, d in zip(counts, (run, used, cut), strict=True)),
+            )
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self._calling:
@@ -266,7 +352,7 @@ def _open_clock(fd: int | None) -> mmap.mmap | None:
 
 def _set_clock(clock: mmap.mmap | None, value: float) -> None:
     if clock is not None:
-        CLOCK.pack_into(clock, 0, value)
+        CLOCK_START.pack_into(clock, 0, value)
 
 
 def _memory_hint(limits: Mapping[str, Any]) -> str:

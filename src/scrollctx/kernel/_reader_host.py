@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from scrollctx.errors import CellTimeout, ProtocolError, QueryError, UsageError, WorkerCrashed
 from scrollctx.kernel._frames import MAX_FRAME, Body, encode_frame, frame_parts
@@ -55,7 +55,7 @@ from scrollctx.surface._filters import Binding
 from scrollctx.surface._guard import file_uri
 from scrollctx.surface._remote import error_reply
 
-__all__ = ["NOT_STARTED", "MemoryReader", "ReaderLimits"]
+__all__ = ["NOT_STARTED", "AheadCounts", "MemoryReader", "ReaderLimits"]
 
 NOT_STARTED = "not started yet: the memory reader starts on the first ms call"
 """:attr:`MemoryReader.state` until a call needs the reader."""
@@ -63,6 +63,18 @@ NOT_STARTED = "not started yet: the memory reader starts on the first ms call"
 _MODULE = "scrollctx.kernel._reader"
 _OVERHEAD = 64 * 1024
 _SCRATCH_BYTES = 1024**2  # the reader writes no file (RLIMIT_FSIZE 0): its tmpfs stays empty
+
+
+class AheadCounts(NamedTuple):
+    """A reader's calls answered ahead of their request (:mod:`scrollctx.kernel._ahead`)."""
+
+    run: int
+    """Calls the host read off a cell's text and the reader ran."""
+    used: int
+    """Of those, the ones whose request came and got that answer."""
+    cut: int
+    """Of those, the ones given up after ``ReaderLimits.ahead_seconds``: their request had not
+    come."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +92,10 @@ class ReaderLimits:
     """The largest string or blob a query may build (``SQLITE_LIMIT_LENGTH``); None: SQLite's."""
     reply_bytes: int = 16 * 1024**2
     """The largest reply one call may send back (a larger result is an error saying so)."""
+    ahead_seconds: float = 0.05
+    """How long the reader runs a cell's first ``ms`` call ahead of its request, read off the
+    cell's text (:mod:`scrollctx.kernel._ahead`), before giving up if the request has not come;
+    0 turns answering ahead off."""
     grace: float = 2.0
     """Seconds past the time budget after which the host kills a call that has not answered."""
     boot_timeout: float = 15.0
@@ -87,13 +103,15 @@ class ReaderLimits:
 
     def __post_init__(self) -> None:
         sizes = (self.address_space, self.reply_bytes, self.heap or 1, self.value_bytes or 1)
-        if min(sizes) < 1 or not (self.grace > 0 and self.boot_timeout > 0):
+        positive = self.grace > 0 and self.boot_timeout > 0 and self.ahead_seconds >= 0
+        if min(sizes) < 1 or not positive:
             raise UsageError(f"reader limits must be positive: {self}")
 
     def to_wire(self) -> dict[str, Any]:
         """The limits as the reader's boot frame carries them."""
         return {"address_space": self.address_space, "heap": self.heap,
-                "value_bytes": self.value_bytes, "reply_bytes": self.reply_bytes}  # fmt: skip
+                "value_bytes": self.value_bytes, "reply_bytes": self.reply_bytes,
+                "ahead_seconds": self.ahead_seconds}  # fmt: skip
 
 
 class MemoryReader:
@@ -282,6 +300,34 @@ class MemoryReader:
             self._stop(process)  # nothing to serve: the store did not open
         return self._ready
 
+    @property
+    def answers_ahead(self) -> bool:
+        """Whether a call read off a cell's text can be answered ahead now: a reader runs,
+        serves the worker's channel, and ``ReaderLimits.ahead_seconds`` is not 0."""
+        return (
+            self._process is not None
+            and self._ready
+            and self.has_channel
+            and bool(self.limits.ahead_seconds)
+        )
+
+    def ask_ahead(self, cell: int, request: dict[str, Any]) -> None:
+        """Have the running reader answer ``request`` now, for the first call over the channel
+        of the cell sent as request ``cell`` (:mod:`._ahead`); never waits, never starts a
+        reader (a guess the pipe does not take whole at once is dropped)."""
+        if self._process is not None and self.answers_ahead:
+            self._process.offer(encode_frame(cell, {"op": "ms_ahead", **request}))
+
+    @property
+    def calling(self) -> bool:
+        """Whether the running reader is inside a call now (its call clock is set)."""
+        return self._watch is not None and self._watch.call_started() > 0
+
+    @property
+    def ahead_counts(self) -> AheadCounts:
+        """The running reader's calls answered ahead, for diagnostics (zeros: none runs)."""
+        return self._watch.ahead_counts() if self._watch is not None else AheadCounts(0, 0, 0)
+
     def forward(
         self,
         body: Body,
@@ -444,6 +490,22 @@ class _ReaderWatch:
                                         daemon=True)  # fmt: skip
         self._thread.start()
 
+    def call_started(self) -> float:
+        """When the reader's running call started (0.0: none runs, or the watch has ended)."""
+        return self._read_clock()[0]
+
+    def ahead_counts(self) -> AheadCounts:
+        """The counts the reader keeps after the call clock's start time."""
+        return AheadCounts(*self._read_clock()[1:])
+
+    def _read_clock(self) -> tuple[float, int, int, int]:
+        try:
+            if self._clock is not None:
+                return CLOCK.unpack_from(self._clock)
+        except ValueError:  # closed: the watch has ended
+            pass
+        return 0.0, 0, 0, 0
+
     def stop(self) -> None:
         """Stop watching (the reader has ended or is being replaced)."""
         self._stop.set()
@@ -452,7 +514,7 @@ class _ReaderWatch:
         idle_since: float | None = None
         try:
             while not self._stop.wait(POLL_SECONDS):
-                started = CLOCK.unpack_from(self._clock)[0] if self._clock is not None else 0.0
+                started = self.call_started()
                 if started and time.monotonic() - started > self._limit:
                     self.overdue = True
                     self._process.signal_kill()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -82,16 +82,31 @@ class BudgetExceeded(Exception):
 
 
 class Deadline:
-    """A per-call time budget, checked by SQLite's progress handler."""
+    """A per-call time budget, checked by SQLite's progress handler.
+
+    A *checkpoint* (``at``, ``go_on``) asks once, when the running statement passes ``at``,
+    whether the call may go on: ``go_on()`` returns False to end it there as if its budget had
+    run out (it may also move :attr:`expires_at`). A call answered ahead of its request
+    (:mod:`scrollctx.kernel._reader`) uses it to give up early unless the request has come.
+    """
 
     def __init__(self) -> None:
         self.expires_at: float | None = None
         self.expired = False
         self.interrupt: BaseException | None = None
+        self.checkpoint: tuple[float, Callable[[], bool]] | None = None
 
     def __call__(self) -> int:
         try:
-            if self.expires_at is not None and time.monotonic() > self.expires_at:
+            if self.expires_at is None:
+                return 0
+            now, checkpoint = time.monotonic(), self.checkpoint
+            if checkpoint is not None and now >= checkpoint[0]:
+                self.checkpoint = None
+                if not checkpoint[1]():
+                    self.expired = True
+                    return 1
+            if now > self.expires_at:
                 self.expired = True
                 return 1
         except BaseException as exc:  # noqa: BLE001 - a Ctrl-C in the handler must not be lost

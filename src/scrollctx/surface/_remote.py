@@ -41,6 +41,7 @@ import inspect
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import scrollctx.errors as errors
@@ -50,7 +51,7 @@ from scrollctx.surface._filters import Binding
 from scrollctx.surface._rows import Budgets, ResultRows
 from scrollctx.surface._surface import MemorySurface, _seqs_of, _sql_params
 
-__all__ = ["RemoteSurface", "Transport", "answer_call", "error_reply"]
+__all__ = ["Answer", "RemoteSurface", "Transport", "answer_call", "error_reply", "run_call"]
 
 Transport = Callable[[dict[str, Any]], dict[str, Any]]
 """Sends one request (``{"method", "kwargs"}``) and returns the decoded reply."""
@@ -265,31 +266,70 @@ def error_reply(call: Any, exc: BaseException, notes: Iterable[str] = ()) -> byt
 # -- the answering side ---------------------------------------------------------------------
 
 
-def answer_call(
-    surface: MemorySurface, message: Mapping[str, Any], *, limit: int, memory_hint: str
-) -> bytes:
-    """Run one request on ``surface`` and return the reply bytes (at most ``limit`` of them).
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One call's outcome before its reply is written: its error, or its value already encoded
+    (the reply's tail); and the notes it kept. The reply names the call, which may be known
+    only later: a call answered ahead (:mod:`scrollctx.kernel._ahead`)."""
+
+    method: object
+    error: BaseException | None = None
+    notes: tuple[str, ...] = ()
+    shape: dict[str, Any] | None = None
+    """A :class:`ResultRows` value's own notes, ``partial`` and ``truncated``."""
+    encoded: bytes = b""
+    """The value's part of the reply: ``,"tagged":…,"value":…}``."""
+
+    def reply(self, call: Any, limit: int) -> bytes:
+        """The reply bytes for request ``call``: at most ``limit`` of them, or an error saying
+        the result is too big."""
+        if self.error is not None:
+            return error_reply(call, self.error, self.notes)
+        head: dict[str, Any] = {"op": "ms_result", "call": call, "ok": True,
+                                "notes": list(self.notes)}  # fmt: skip
+        if self.shape is not None:
+            head["rows"] = self.shape
+        opening = json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]
+        body = opening.encode("utf-8", "replace") + self.encoded
+        if len(body) > limit:
+            too_big = QueryError(
+                f"the result of ms.{self.method} takes {len(body):,} bytes, over the {limit:,}-"
+                "byte limit of one ms call; ask for less: fewer rows (k=, LIMIT), shorter "
+                "values (chars=, substr(content, 1, N)), fewer columns"
+            )
+            return error_reply(call, too_big)
+        return body
+
+
+def run_call(surface: MemorySurface, message: Mapping[str, Any], *, memory_hint: str) -> Answer:
+    """Run one request on ``surface``; never raises for what the request holds.
 
     ``memory_hint`` finishes the message of a call that ran out of memory (the answering
     process knows its own limits).
     """
-    call, method = message.get("call"), message.get("method")
+    method = message.get("method")
     try:
         value = _run(surface, method, message.get("kwargs"))
     except MemoryError:
-        failure: BaseException = QueryError(f"ms.{method} ran out of memory: {memory_hint}")
-        return error_reply(call, failure, surface.drain_notes())
+        failure = QueryError(f"ms.{method} ran out of memory: {memory_hint}")
+        return Answer(method, error=failure, notes=tuple(surface.drain_notes()))
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the caller raises it
-        return error_reply(call, exc, surface.drain_notes())
-    body = _value_reply(call, value, surface.drain_notes())
-    if len(body) > limit:
-        too_big = QueryError(
-            f"the result of ms.{method} takes {len(body):,} bytes, over the {limit:,}-byte "
-            "limit of one ms call; ask for less: fewer rows (k=, LIMIT), shorter values "
-            "(chars=, substr(content, 1, N)), fewer columns"
-        )
-        return error_reply(call, too_big)
-    return body
+        return Answer(method, error=exc, notes=tuple(surface.drain_notes()))
+    shape = None
+    if isinstance(value, ResultRows):
+        shape = {"notes": value.notes, "partial": value.partial, "truncated": value.truncated}
+    text, tagged = dumps(value)
+    encoded = f',"tagged":{"true" if tagged else "false"},"value":{text}}}'
+    return Answer(method, notes=tuple(surface.drain_notes()), shape=shape,
+                  encoded=encoded.encode("utf-8", "replace"))  # fmt: skip
+
+
+def answer_call(
+    surface: MemorySurface, message: Mapping[str, Any], *, limit: int, memory_hint: str
+) -> bytes:
+    """Run one request on ``surface`` and return the reply bytes (at most ``limit`` of them)."""
+    answer = run_call(surface, message, memory_hint=memory_hint)
+    return answer.reply(message.get("call"), limit)
 
 
 def _run(surface: MemorySurface, method: object, raw: object) -> Any:
@@ -301,14 +341,3 @@ def _run(surface: MemorySurface, method: object, raw: object) -> Any:
     if isinstance(vars(MemorySurface)[method], property):
         return getattr(surface, method)
     return getattr(surface, method)(**kwargs)
-
-
-def _value_reply(call: Any, value: Any, notes: list[str]) -> bytes:
-    head: dict[str, Any] = {"op": "ms_result", "call": call, "ok": True, "notes": notes}
-    if isinstance(value, ResultRows):
-        head["rows"] = {"notes": value.notes, "partial": value.partial,
-                        "truncated": value.truncated}  # fmt: skip
-    text, tagged = dumps(value)
-    opening = json.dumps(head, ensure_ascii=False, separators=(",", ":"))[:-1]
-    body = f'{opening},"tagged":{"true" if tagged else "false"},"value":{text}}}'
-    return body.encode("utf-8", "replace")

@@ -38,7 +38,7 @@ from scrollctx.surface._guard import Deadline, connect_read_only
 from scrollctx.surface._rows import Budgets, ResultRows, as_dict, load_json, row_bytes
 from scrollctx.surface._search import Searcher, SearchOptions
 
-__all__ = ["MemorySurface", "open_surface"]
+__all__ = ["MemorySurface", "call_deadline", "open_surface", "store_version"]
 
 _FULL_COLUMNS = """
     c.seq, c.session_id, c.agent_id, c.run_id, c.task_id, c.step_index, c.msg_index, c.kind,
@@ -562,6 +562,18 @@ class MemorySurface:
             f"{what} ran past the {self._budgets.seconds:g}s time budget and was stopped; the "
             "result is partial -- narrow with WHERE / LIMIT or fewer terms"
         )
+
+
+def store_version(surface: MemorySurface) -> int:
+    """The store's ``PRAGMA data_version`` on ``surface``'s connection: it changes whenever
+    another connection commits, so a result read earlier still holds while it has not."""
+    row = surface._conn.execute("PRAGMA hist.data_version").fetchone()
+    return int(row[0])
+
+
+def call_deadline(surface: MemorySurface) -> Deadline:
+    """The deadline every call of ``surface`` runs under (to set a checkpoint on it)."""
+    return surface._deadline
 
 
 def _not_a_read(word: str, sql: str) -> str:

@@ -1,0 +1,172 @@
+"""A cell's first ``ms`` call, answered ahead: read off the cell's text, run while it starts.
+
+Most cells the model writes open with a literal call, ``hits = ms.search("adoption", k=10)``.
+The host reads that call off the cell's source (:func:`first_ms_call`) just before it sends
+the cell, and asks the memory reader to run it at once; the reader's answer then waits for the
+request the worker sends when the cell reaches the call. The search runs while the worker is
+still receiving, parsing and compiling the cell, on the other CPU.
+
+The answer is used only if it is exactly what the call would get now (:class:`AheadCall`):
+
+- the request is the same, byte for byte in its canonical form (:func:`call_key`), built by the
+  same :class:`~scrollctx.surface.RemoteSurface` binding the worker's ``ms`` uses (defaults,
+  argument checks and wire form are the worker's own);
+- it is the first call of that cell over the channel (a later or earlier one never matches);
+- no other connection has committed to the store since the answer was begun (SQLite's
+  ``data_version``: a tool the cell called first, another agent, ``scroll ingest``);
+- it ran to the end: an answer its time ran out on, or that failed, is thrown away.
+
+Otherwise the call runs as it always does. A guess that is never asked for (a cell that fails
+before the call) costs the reader at most ``ReaderLimits.ahead_seconds`` (0.05 s; 0 turns
+answering ahead off): past them, an answer goes on only if its request has arrived, and then as
+that call, with the call's whole time budget from then.
+
+Only literal arguments are read (``ast.literal_eval``), in the cell's opening simple
+statements, outside lambdas and comprehensions, up to the first statement that rebinds ``ms``
+or opens a block; cells longer than :data:`MAX_SOURCE` are not read at all (the host parses
+nothing larger), and ``close`` is never run ahead.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from scrollctx.surface import Budgets, RemoteSurface
+from scrollctx.surface._filters import Binding
+from scrollctx.surface._remote import REMOTE_METHODS, Answer
+
+__all__ = ["MAX_SOURCE", "AheadCall", "call_key", "first_ms_call"]
+
+MAX_SOURCE = 4096
+"""Cells longer than this (in characters) are not read for a call to answer ahead."""
+
+_METHODS = REMOTE_METHODS - {"close"}
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
+_DEFERRED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def first_ms_call(source: str) -> dict[str, Any] | None:
+    """The request (``{"method", "kwargs"}``) of the first ``ms`` call ``source`` will make,
+    if its text says exactly what it is; None if it does not (or the cell cannot be read)."""
+    if len(source) > MAX_SOURCE or "ms." not in source:
+        return None
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    lines = source.splitlines()
+    for statement in tree.body:
+        if not isinstance(statement, _SIMPLE):
+            return None  # a block: which call runs first is not in the text
+        if "ms" not in "".join(lines[statement.lineno - 1 : statement.end_lineno]):
+            continue  # names nothing called ms (the common case: no walk)
+        calls = _ms_calls(statement)
+        if calls:
+            return _request(min(calls, key=lambda c: (c.lineno, c.col_offset)))
+        if any(_rebinds_ms(node) for node in ast.walk(statement)):
+            return None
+    return None
+
+
+def call_key(message: Mapping[str, Any]) -> str:
+    """The canonical form of a request's call (method and arguments, not its number): two
+    requests are the same call if and only if their keys are equal (``1``, ``1.0`` and
+    ``true`` stay apart, as they would not under ``==``)."""
+    return json.dumps([message.get("method"), message.get("kwargs")], sort_keys=True)
+
+
+@dataclass(slots=True)
+class AheadCall:
+    """A call the reader answered ahead, for the first request of one cell."""
+
+    cell: int
+    """The request id of the cell whose first call it is (the worker's frames carry it)."""
+    key: str
+    """:func:`call_key` of the request it answers."""
+    version: int
+    """The store's ``data_version`` when it began."""
+    answer: Answer | None = None
+    extended: bool = False
+    """Whether its request arrived while it ran, so that it went on as that call."""
+
+    def serves(self, cell: int, message: Mapping[str, Any], version: int) -> bool:
+        """Whether this answer is the one the call ``message`` of ``cell`` would get now."""
+        return (
+            self.answer is not None
+            and cell == self.cell
+            and version == self.version
+            and call_key(message) == self.key
+        )
+
+
+def _ms_calls(statement: ast.stmt) -> list[ast.Call]:
+    # Calls that run when the statement does: not those in a lambda or a comprehension.
+    found: list[ast.Call] = []
+    pending: list[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, _DEFERRED):
+            continue
+        if isinstance(node, ast.Call) and _is_ms_method(node.func):
+            found.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _is_ms_method(func: ast.expr) -> bool:
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "ms"
+        and func.attr in _METHODS
+    )
+
+
+def _rebinds_ms(node: ast.AST) -> bool:
+    # An assignment, a walrus or a del: from here, ms may not be the kernel's.
+    return isinstance(node, ast.Name) and node.id == "ms" and not isinstance(node.ctx, ast.Load)
+
+
+def _request(call: ast.Call) -> dict[str, Any] | None:
+    try:
+        args = [_literal(arg) for arg in call.args]
+        kwargs = {kw.arg: _literal(kw.value) for kw in call.keywords if kw.arg is not None}
+    except ValueError:
+        return None
+    if len(kwargs) != len(call.keywords):
+        return None  # **mapping: not literal
+    method = call.func.attr  # type: ignore[attr-defined]  # _is_ms_method checked it
+    try:
+        getattr(_CAPTURE, method)(*args, **kwargs)
+    except _Captured as captured:
+        return captured.request
+    except Exception:  # noqa: BLE001 - wrong arguments: the cell gets that error itself
+        return None
+    return None
+
+
+def _literal(node: ast.expr) -> Any:
+    if isinstance(node, ast.Starred):
+        raise ValueError("a starred argument is not literal")
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+        raise ValueError("not a literal") from exc
+
+
+class _Captured(Exception):  # noqa: N818 - not an error: how the request is taken
+    def __init__(self, request: dict[str, Any]) -> None:
+        super().__init__()
+        self.request = request
+
+
+def _capture(request: dict[str, Any]) -> dict[str, Any]:
+    raise _Captured(request)
+
+
+_CAPTURE = RemoteSurface(_capture, Binding(None, None, None), Budgets())
+"""An ``ms`` whose transport keeps the request instead of sending it: the worker's binding."""

@@ -1,0 +1,214 @@
+"""A cell's first ``ms`` call, answered ahead (:mod:`scrollctx.kernel._ahead`).
+
+The host reads a literal first call off the cell's text and the memory reader runs it while the
+worker starts the cell; the call then gets that answer only if it is exactly what it would get.
+Each rule is shown on its own: what is read off a cell (pure), then, with real worker and reader
+processes, the answer used, a commit before the call, a different call, an answer that goes on
+as the call once its request has come, one given up because it has not, the off switch, and a
+worker that tries to ask ahead itself. ``AheadCounts`` (read from the reader's call clock) says
+what happened; the rows say that what the cell got is right.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from kernel_helpers import WORKER, channel_in_use
+
+from scrollctx.kernel import MemoryReader, ReaderLimits
+from scrollctx.kernel._ahead import MAX_SOURCE, call_key, first_ms_call
+from scrollctx.kernel._reader_host import AheadCounts
+from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.surface import open_surface
+
+
+def _count_to(n: int) -> str:
+    return f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n}) " \
+        "SELECT count(*) AS n FROM c"  # fmt: skip
+
+
+def _since(reader: MemoryReader, before: AheadCounts) -> AheadCounts:
+    now = reader.ahead_counts
+    return AheadCounts(*(a - b for a, b in zip(now, before, strict=True)))
+
+
+def _wait_until(condition: Callable[[], bool]) -> bool:
+    # The condition is the reader's own state in shared memory: polled, with a generous end.
+    deadline = time.monotonic() + 30
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
+
+
+def _rows(log: EventLog, call: Callable[..., object]) -> str:
+    with open_surface(log.path, session_id="k1") as ms:
+        return f"{list(call(ms))}\n"  # type: ignore[call-overload]
+
+
+# -- what is read off a cell -----------------------------------------------------------------
+
+
+def test_a_literal_call_is_read_as_the_worker_s_ms_would_send_it() -> None:
+    request = first_ms_call('t = 1\nrows = ms.search("adoption agencies", k=3)\nprint(rows)')
+    assert request is not None and request["method"] == "search"
+    kwargs = request["kwargs"]
+    assert (kwargs["query"], kwargs["k"], kwargs["scope"], kwargs["chars"]) == (
+        "adoption agencies", 3, "all", 300)  # fmt: skip
+    # the worker's ms turns rows into their seqs before they cross; so does the reading
+    assert first_ms_call("ms.expand([{'seq': 4}, 5])") == {
+        "method": "expand", "kwargs": {"first": [4, 5], "last": None}}  # fmt: skip
+
+
+def test_the_first_call_in_the_text_is_the_one_read() -> None:
+    assert first_ms_call("print(ms.search('a'))\nms.expand(3)")["method"] == "search"  # type: ignore[index]
+    read = first_ms_call("x = (ms.expand(1), ms.search('b'))")
+    assert read is not None and read["method"] == "expand"
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        "rows = ms.search(question)",  # a name: the cell may compute it
+        "rows = ms.search('a' + 'b')",  # an expression
+        "rows = ms.search(*args)",
+        "rows = ms.search(**options)",
+        "for q in 'ab':\n    ms.search(q)",
+        "if ready:\n    ms.search('a')",  # a block opens first: what runs first is not in the text
+        "import other as ms\nms.search('a')",
+        "ms = other\nms.search('a')",  # ms rebound
+        "del ms\nms.search('a')",
+        "f = lambda: ms.search('a')",  # never runs here
+        "rows = [ms.search(q) for q in 'ab']",
+        "ms.close()",  # never run ahead
+        "ms.search()",  # wrong arguments: the cell gets that error itself
+        "ms.search('a', nonsense=1)",
+        "ms.has_fts5",  # not a call
+        "ms.search('a'",  # not Python
+        "ms.search('\0')\0",
+        "search('a')",  # no ms
+        "ms.search('" + "a" * MAX_SOURCE + "')",  # too long to read
+    ],
+)
+def test_a_call_the_text_does_not_pin_down_is_not_read(cell: str) -> None:
+    assert first_ms_call(cell) is None
+
+
+def test_call_keys_tell_apart_what_equality_would_not() -> None:
+    def key(k: object) -> str:
+        return call_key({"method": "search", "kwargs": {"query": "a", "k": k}})
+
+    assert len({key(1), key(1.0), key(True)}) == 3
+    assert key(1) == call_key({"call": 9, "kwargs": {"k": 1, "query": "a"}, "method": "search"})
+
+
+# -- in a kernel ----------------------------------------------------------------------------
+
+
+def test_a_literal_first_call_is_answered_ahead_with_the_rows_the_call_would_get(
+    tmp_path: Path,
+) -> None:
+    with channel_in_use(tmp_path) as (session, reader):
+        before = reader.ahead_counts
+        result = session.kernel.run_cell(
+            'rows = ms.search("adoption agencies", k=3)\nprint(list(rows))'
+        )
+        assert result.stdout == _rows(session.log, lambda ms: ms.search("adoption agencies", k=3))
+        assert _since(reader, before) == AheadCounts(run=1, used=1, cut=0)
+
+
+def test_a_commit_before_the_call_keeps_the_answer_ahead_from_being_used(tmp_path: Path) -> None:
+    # The tool appends an event once the answer ahead is ready: that answer has not seen it.
+    state: dict[str, object] = {}
+
+    def okapi() -> str:
+        """Log that an okapi walked by, once the reader has answered the cell's call ahead."""
+        reader, runs = state["reader"], state["runs"]
+        assert _wait_until(lambda: reader.ahead_counts.run > runs)  # type: ignore[attr-defined,operator]
+        state["log"].append(  # type: ignore[attr-defined]
+            NewEvent(
+                session_id="k1",
+                kind=Kind.CONVERSATION,
+                role="user",
+                content="An okapi walked by the lake.",
+            )  # fmt: skip
+        )
+        return "logged"
+
+    with channel_in_use(tmp_path, tools=[okapi]) as (session, reader):
+        before = reader.ahead_counts
+        state.update(reader=reader, runs=before.run, log=session.log)
+        result = session.kernel.run_cell(
+            'okapi()\nrows = ms.search("okapi", k=5)\nprint([r["content"] for r in rows])'
+        )
+        assert result.ok, result.error
+        assert "An okapi walked by the lake." in result.stdout
+        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
+
+
+def test_a_different_first_call_gets_its_own_answer(tmp_path: Path) -> None:
+    with channel_in_use(tmp_path) as (session, reader):
+        before = reader.ahead_counts
+        # The text's first call is the adoption search; the one that runs is the lake search.
+        result = session.kernel.run_cell(
+            'rows = ms.search("adoption") if False else ms.search("lake", k=2)\nprint(list(rows))'
+        )
+        assert result.stdout == _rows(session.log, lambda ms: ms.search("lake", k=2))
+        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
+
+
+def test_an_answer_ahead_goes_on_as_the_call_once_its_request_has_come(tmp_path: Path) -> None:
+    # The query outlasts ahead_seconds; the request comes within it, so the answer goes on.
+    limits = ReaderLimits(ahead_seconds=0.25)
+    with channel_in_use(tmp_path, reader_limits=limits) as (session, reader):
+        before = reader.ahead_counts
+        result = session.kernel.run_cell(f"print(ms.sql_query({_count_to(3_000_000)!r})[0])")
+        assert result.stdout == "{'n': 3000000}\n", result.error
+        assert _since(reader, before) == AheadCounts(run=1, used=1, cut=0)
+
+
+def test_an_answer_ahead_whose_request_has_not_come_is_given_up(tmp_path: Path) -> None:
+    state: dict[str, object] = {}
+
+    def hold() -> str:
+        """Return once the reader has given up the cell's call answered ahead."""
+        reader, cut = state["reader"], state["cut"]
+        assert _wait_until(lambda: reader.ahead_counts.cut > cut)  # type: ignore[attr-defined,operator]
+        return "given up"
+
+    with channel_in_use(tmp_path, tools=[hold]) as (session, reader):
+        before = reader.ahead_counts
+        state.update(reader=reader, cut=before.cut)
+        result = session.kernel.run_cell(
+            f"hold()\nprint(ms.sql_query({_count_to(1_000_000)!r})[0])"
+        )
+        assert result.stdout == "{'n': 1000000}\n", result.error  # then run as usual
+        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=1)
+
+
+def test_ahead_seconds_zero_turns_answering_ahead_off(tmp_path: Path) -> None:
+    limits = ReaderLimits(ahead_seconds=0)
+    with channel_in_use(tmp_path, reader_limits=limits) as (session, reader):
+        result = session.kernel.run_cell('print(list(ms.search("adoption", k=2)))')
+        assert result.stdout == _rows(session.log, lambda ms: ms.search("adoption", k=2))
+        assert reader.ahead_counts == AheadCounts(0, 0, 0)
+
+
+def test_the_worker_cannot_ask_the_reader_to_answer_ahead(tmp_path: Path) -> None:
+    # Only the host's pipe takes such a guess; over the channel it is a request of an
+    # unknown op, refused like any other, and nothing runs.
+    with channel_in_use(tmp_path) as (session, reader):
+        before = reader.ahead_counts
+        forged = (
+            "os.write(w.channel.fd, frame({'op': 'ms_ahead', 'call': 7, 'method': 'search', "
+            "'kwargs': {'query': 'adoption'}}))\n"
+            "reply = w.channel.read(time.monotonic() + 10)\n"
+            "print(reply['ok'], 'unknown op' in json.dumps(reply['error']))"
+        )
+        result = session.kernel.run_cell(WORKER + forged)
+        assert result.stdout == "False True\n", result.error
+        assert _since(reader, before) == AheadCounts(0, 0, 0)
