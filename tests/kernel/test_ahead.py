@@ -87,7 +87,9 @@ def test_the_first_call_in_the_text_is_the_one_read() -> None:
         "ms.close()",  # never run ahead
         "ms.search()",  # wrong arguments: the cell gets that error itself
         "ms.search('a', nonsense=1)",
-        "ms.has_fts5",  # not a call
+        "ms.has_fts5",  # a property: a call too, but with nothing to read
+        "print(ms.has_fts5)\nms.search('a')",  # ... and it would come first
+        "if ms.has_fts5 and ms.search('a'): pass",
         "ms.search('a'",  # not Python
         "ms.search('\0')\0",
         "search('a')",  # no ms
@@ -156,6 +158,18 @@ def test_a_different_first_call_gets_its_own_answer(tmp_path: Path) -> None:
         # The text's first call is the adoption search; the one that runs is the lake search.
         result = session.kernel.run_cell(
             'rows = ms.search("adoption") if False else ms.search("lake", k=2)\nprint(list(rows))'
+        )
+        assert result.stdout == _rows(session.log, lambda ms: ms.search("lake", k=2))
+        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
+
+
+def test_only_the_cell_s_first_request_can_get_the_answer_ahead(tmp_path: Path) -> None:
+    # The comprehension's call is not read (it may never run), but here it runs first: the
+    # search that was read comes second, and runs as usual.
+    with channel_in_use(tmp_path) as (session, reader):
+        before = reader.ahead_counts
+        result = session.kernel.run_cell(
+            'seen = [ms.expand(1) for _ in "x"]\nrows = ms.search("lake", k=2)\nprint(list(rows))'
         )
         assert result.stdout == _rows(session.log, lambda ms: ms.search("lake", k=2))
         assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)

@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from scrollctx.surface import Budgets, RemoteSurface
+from scrollctx.surface import Budgets, MemorySurface, RemoteSurface
 from scrollctx.surface._filters import Binding
 from scrollctx.surface._remote import REMOTE_METHODS, Answer
 
@@ -44,7 +44,8 @@ __all__ = ["MAX_SOURCE", "AheadCall", "call_key", "first_ms_call"]
 MAX_SOURCE = 4096
 """Cells longer than this (in characters) are not read for a call to answer ahead."""
 
-_METHODS = REMOTE_METHODS - {"close"}
+_PROPERTIES = frozenset(n for n in REMOTE_METHODS if isinstance(vars(MemorySurface)[n], property))
+_METHODS = REMOTE_METHODS - _PROPERTIES - {"close"}
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
 _DEFERRED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -64,9 +65,10 @@ def first_ms_call(source: str) -> dict[str, Any] | None:
             return None  # a block: which call runs first is not in the text
         if "ms" not in "".join(lines[statement.lineno - 1 : statement.end_lineno]):
             continue  # names nothing called ms (the common case: no walk)
-        calls = _ms_calls(statement)
-        if calls:
-            return _request(min(calls, key=lambda c: (c.lineno, c.col_offset)))
+        uses = _ms_uses(statement)
+        if uses:
+            first = min(uses, key=lambda node: (node.lineno, node.col_offset))
+            return _request(first) if isinstance(first, ast.Call) else None
         if any(_rebinds_ms(node) for node in ast.walk(statement)):
             return None
     return None
@@ -103,9 +105,11 @@ class AheadCall:
         )
 
 
-def _ms_calls(statement: ast.stmt) -> list[ast.Call]:
-    # Calls that run when the statement does: not those in a lambda or a comprehension.
-    found: list[ast.Call] = []
+def _ms_uses(statement: ast.stmt) -> list[ast.Call | ast.Attribute]:
+    # What reaches the reader when the statement runs: a call of an ms method, or a read of
+    # an ms property (ms.has_fts5 is a call too: it would come first); not in a lambda or a
+    # comprehension, which may never run.
+    found: list[ast.Call | ast.Attribute] = []
     pending: list[ast.AST] = [statement]
     while pending:
         node = pending.pop()
@@ -113,16 +117,25 @@ def _ms_calls(statement: ast.stmt) -> list[ast.Call]:
             continue
         if isinstance(node, ast.Call) and _is_ms_method(node.func):
             found.append(node)
+            pending.extend(node.args)
+            pending.extend(keyword.value for keyword in node.keywords)
+            continue
+        if isinstance(node, ast.Attribute) and _is_ms_attribute(node, _PROPERTIES):
+            found.append(node)
         pending.extend(ast.iter_child_nodes(node))
     return found
 
 
 def _is_ms_method(func: ast.expr) -> bool:
+    return _is_ms_attribute(func, _METHODS)
+
+
+def _is_ms_attribute(node: ast.AST, names: frozenset[str]) -> bool:
     return (
-        isinstance(func, ast.Attribute)
-        and isinstance(func.value, ast.Name)
-        and func.value.id == "ms"
-        and func.attr in _METHODS
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "ms"
+        and node.attr in names
     )
 
 
