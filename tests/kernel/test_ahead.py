@@ -152,25 +152,20 @@ def test_a_commit_before_the_call_keeps_the_answer_ahead_from_being_used(tmp_pat
         assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
 
 
-def test_a_different_first_call_gets_its_own_answer(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "opening",
+    [
+        # the text's first call is the adoption search; the one that runs is the lake search
+        'rows = ms.search("adoption") if False else ms.search("lake", k=2)',
+        # the comprehension's call is not read (it may never run), but it runs first here
+        'seen = [ms.expand(1) for _ in "x"]\nrows = ms.search("lake", k=2)',
+    ],
+    ids=["a different call", "not the cell's first request"],
+)
+def test_a_call_other_than_the_one_read_first_runs_as_usual(tmp_path: Path, opening: str) -> None:
     with channel_in_use(tmp_path) as (session, reader):
         before = reader.ahead_counts
-        # The text's first call is the adoption search; the one that runs is the lake search.
-        result = session.kernel.run_cell(
-            'rows = ms.search("adoption") if False else ms.search("lake", k=2)\nprint(list(rows))'
-        )
-        assert result.stdout == _rows(session.log, lambda ms: ms.search("lake", k=2))
-        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
-
-
-def test_only_the_cell_s_first_request_can_get_the_answer_ahead(tmp_path: Path) -> None:
-    # The comprehension's call is not read (it may never run), but here it runs first: the
-    # search that was read comes second, and runs as usual.
-    with channel_in_use(tmp_path) as (session, reader):
-        before = reader.ahead_counts
-        result = session.kernel.run_cell(
-            'seen = [ms.expand(1) for _ in "x"]\nrows = ms.search("lake", k=2)\nprint(list(rows))'
-        )
+        result = session.kernel.run_cell(f"{opening}\nprint(list(rows))")
         assert result.stdout == _rows(session.log, lambda ms: ms.search("lake", k=2))
         assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
 
