@@ -24,10 +24,17 @@ from scrollctx.kernel._reader_host import AheadCounts
 from scrollctx.log import EventLog, Kind, NewEvent
 from scrollctx.surface import open_surface
 
+_SLOW = 'ms.search("alpha", k=3)'
+"""A search SQLite spends tens of ms on, once :func:`_grow` has run."""
 
-def _count_to(n: int) -> str:
-    return f"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {n}) " \
-        "SELECT count(*) AS n FROM c"  # fmt: skip
+
+def _grow(log: EventLog) -> None:
+    # 30,000 events that all match _SLOW: its full-text statement runs for tens of ms.
+    log.append_many(
+        NewEvent(session_id="k1", kind=Kind.CONVERSATION, role="user",
+                 content=f"alpha beta gamma delta number {i} " * 4)
+        for i in range(30_000)
+    )  # fmt: skip
 
 
 def _since(reader: MemoryReader, before: AheadCounts) -> AheadCounts:
@@ -87,6 +94,8 @@ def test_the_first_call_in_the_text_is_the_one_read() -> None:
         "ms.close()",  # never run ahead
         "ms.search()",  # wrong arguments: the cell gets that error itself
         "ms.search('a', nonsense=1)",
+        "ms.sql_query('SELECT 1')",  # SQL may read the clock or random(): never ahead
+        "print(ms.sql_query('SELECT 1'))\nms.search('a')",  # ... and it would come first
         "ms.has_fts5",  # a property: a call too, but with nothing to read
         "print(ms.has_fts5)\nms.search('a')",  # ... and it would come first
         "if ms.has_fts5 and ms.search('a'): pass",
@@ -94,6 +103,8 @@ def test_the_first_call_in_the_text_is_the_one_read() -> None:
         "ms.search('\0')\0",
         "search('a')",  # no ms
         "ms.search('" + "a" * MAX_SOURCE + "')",  # too long to read
+        "x = 1\n" * 64 + "ms.search('a')",  # past the opening statements read
+        'x = "\u2028"\nms = None\nms.search("a")',  # a line end for str.splitlines, not Python
     ],
 )
 def test_a_call_the_text_does_not_pin_down_is_not_read(cell: str) -> None:
@@ -171,12 +182,14 @@ def test_a_call_other_than_the_one_read_first_runs_as_usual(tmp_path: Path, open
 
 
 def test_an_answer_ahead_goes_on_as_the_call_once_its_request_has_come(tmp_path: Path) -> None:
-    # The query outlasts ahead_seconds; the request comes within it, so the answer goes on.
-    limits = ReaderLimits(ahead_seconds=0.25)
+    # The search outlasts ahead_seconds; its request comes well within them (the worker sends
+    # it as the cell starts), so at the checkpoint the answer goes on as the call.
+    limits = ReaderLimits(ahead_seconds=0.01)
     with channel_in_use(tmp_path, reader_limits=limits) as (session, reader):
+        _grow(session.log)
         before = reader.ahead_counts
-        result = session.kernel.run_cell(f"print(ms.sql_query({_count_to(3_000_000)!r})[0])")
-        assert result.stdout == "{'n': 3000000}\n", result.error
+        result = session.kernel.run_cell(f"rows = {_SLOW}\nprint(list(rows))")
+        assert result.stdout == _rows(session.log, lambda ms: ms.search("alpha", k=3))
         assert _since(reader, before) == AheadCounts(run=1, used=1, cut=0)
 
 
@@ -189,13 +202,13 @@ def test_an_answer_ahead_whose_request_has_not_come_is_given_up(tmp_path: Path) 
         assert _wait_until(lambda: reader.ahead_counts.cut > cut)  # type: ignore[attr-defined,operator]
         return "given up"
 
-    with channel_in_use(tmp_path, tools=[hold]) as (session, reader):
+    limits = ReaderLimits(ahead_seconds=0.01)
+    with channel_in_use(tmp_path, tools=[hold], reader_limits=limits) as (session, reader):
+        _grow(session.log)
         before = reader.ahead_counts
         state.update(reader=reader, cut=before.cut)
-        result = session.kernel.run_cell(
-            f"hold()\nprint(ms.sql_query({_count_to(1_000_000)!r})[0])"
-        )
-        assert result.stdout == "{'n': 1000000}\n", result.error  # then run as usual
+        result = session.kernel.run_cell(f"hold()\nrows = {_SLOW}\nprint(list(rows))")
+        assert result.stdout == _rows(session.log, lambda ms: ms.search("alpha", k=3))
         assert _since(reader, before) == AheadCounts(run=1, used=0, cut=1)
 
 
@@ -207,17 +220,40 @@ def test_ahead_seconds_zero_turns_answering_ahead_off(tmp_path: Path) -> None:
         assert reader.ahead_counts == AheadCounts(0, 0, 0)
 
 
-def test_the_worker_cannot_ask_the_reader_to_answer_ahead(tmp_path: Path) -> None:
-    # Only the host's pipe takes such a guess; over the channel it is a request of an
-    # unknown op, refused like any other, and nothing runs.
+@pytest.mark.parametrize(
+    "forged",
+    ["{'op': 'ms_ahead', 'call': 7, **request}", "{'op': 'ms', 'call': 'seven', **request}"],
+    ids=["a guess", "a call id that is not an int"],
+)
+def test_a_frame_the_reader_refuses_is_refused_even_when_it_matches_a_guess(
+    tmp_path: Path, forged: str
+) -> None:
+    # The cell writes, on its channel, the very call the host read off its text, in a frame
+    # the reader refuses (only the host's pipe takes a guess; a call id must be an int): it
+    # is refused, the guess goes unused, and the cell's own call runs as usual.
     with channel_in_use(tmp_path) as (session, reader):
-        before = reader.ahead_counts
-        forged = (
-            "os.write(w.channel.fd, frame({'op': 'ms_ahead', 'call': 7, 'method': 'search', "
-            "'kwargs': {'query': 'adoption'}}))\n"
-            "reply = w.channel.read(time.monotonic() + 10)\n"
-            "print(reply['ok'], 'unknown op' in json.dumps(reply['error']))"
+        prelude = WORKER + (
+            "from scrollctx.kernel._ahead import first_ms_call\n"
+            "request = first_ms_call('ms.search(\"adoption\")')\n"
         )
-        result = session.kernel.run_cell(WORKER + forged)
-        assert result.stdout == "False True\n", result.error
-        assert _since(reader, before) == AheadCounts(0, 0, 0)
+        assert session.kernel.run_cell(prelude).ok
+        before = reader.ahead_counts
+        result = session.kernel.run_cell(
+            f"os.write(w.channel.fd, frame({forged}))\n"
+            "reply = w.channel.read(time.monotonic() + 10)\n"
+            'rows = ms.search("adoption")\n'
+            "print(reply['ok'], 'refused a request' in json.dumps(reply['error']), list(rows))"
+        )
+        expected = _rows(session.log, lambda ms: ms.search("adoption"))
+        assert result.stdout == f"False True {expected}", result.error
+        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
+
+
+def test_a_call_too_large_to_encode_fails_in_the_cell_not_the_host(tmp_path: Path) -> None:
+    # A literal int past JSON's digit limit (hex has none in Python): the host drops the
+    # guess it cannot encode, and the worker's own call fails in the cell, as without it.
+    with channel_in_use(tmp_path) as (session, reader):
+        result = session.kernel.run_cell("rows = ms.expand(0x" + "f" * 4000 + ")")
+        assert result.error is not None and "Exceeds the limit" in result.error
+        assert reader.ahead_counts == AheadCounts(0, 0, 0)
+        assert session.kernel.run_cell('print(len(ms.search("adoption")) > 0)').stdout == "True\n"

@@ -104,3 +104,19 @@ def test_a_checkpoint_that_says_no_ends_the_call_there_as_partial(tmp_path: Path
 
 def test_a_checkpoint_that_says_go_on_is_asked_once_and_the_call_finishes(tmp_path: Path) -> None:
     assert _run_with_checkpoint(tmp_path, go_on=True) == (False, 1)
+
+
+def test_after_a_checkpoint_says_no_every_later_statement_of_the_call_ends_too(
+    tmp_path: Path,
+) -> None:
+    # A call may run many statements, each under its own budget (ms.index looks up each
+    # stored block): the cut holds across them until its owner resets it.
+    EventLog.open(tmp_path / "history.db").close()
+    with open_surface(tmp_path / "history.db") as ms:
+        deadline = call_deadline(ms)
+        deadline.checkpoint = (time.monotonic(), lambda: False)
+        assert ms.sql_query(LONG_QUERY).partial
+        assert deadline.checkpoint is None and deadline.cut
+        assert ms.sql_query(LONG_QUERY).partial  # a new budget, still cut
+        deadline.cut = False
+        assert not ms.sql_query(LONG_QUERY).partial

@@ -18,24 +18,30 @@ The answer is used only if it is exactly what the call would get now (:class:`Ah
 
 Otherwise the call runs as it always does. A guess that is never asked for (a cell that fails
 before the call) costs the reader at most ``ReaderLimits.ahead_seconds`` (0.05 s; 0 turns
-answering ahead off): past them, an answer goes on only if its request has arrived, and then as
-that call, with the call's whole time budget from then.
+answering ahead off) of SQLite's time: past them, an answer goes on only if its request has
+arrived, and then as that call, with the call's whole time budget from then; otherwise every
+statement left in it ends at once. (Time a call spends outside SQLite, encoding its answer or
+loading the embedding model for its first semantic search, is not cut.)
 
-Only literal arguments are read (``ast.literal_eval``), in the cell's opening simple
-statements, outside lambdas and comprehensions, up to the first statement that rebinds ``ms``
-or opens a block; cells longer than :data:`MAX_SOURCE` are not read at all (the host parses
-nothing larger), and ``close`` is never run ahead.
+What is read: the calls whose answer depends on the store alone (:data:`_READ_AHEAD`: not
+``sql_query``, whose SQL may read the clock or ``random()``), with literal arguments only
+(``ast.literal_eval``), in the cell's opening simple statements (at most 64), outside lambdas
+and comprehensions; the first use of ``ms`` decides (a property read, a call of another kind or
+with computed arguments first means nothing is read), and reading stops at a statement that
+rebinds ``ms`` or opens a block. Cells longer than :data:`MAX_SOURCE` are not read at all (the
+host parses nothing larger).
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
-from scrollctx.surface import Budgets, MemorySurface, RemoteSurface
+from scrollctx.surface import Budgets, RemoteSurface
 from scrollctx.surface._filters import Binding
 from scrollctx.surface._remote import REMOTE_METHODS, Answer
 
@@ -44,10 +50,13 @@ __all__ = ["MAX_SOURCE", "AheadCall", "call_key", "first_ms_call"]
 MAX_SOURCE = 4096
 """Cells longer than this (in characters) are not read for a call to answer ahead."""
 
-_PROPERTIES = frozenset(n for n in REMOTE_METHODS if isinstance(vars(MemorySurface)[n], property))
-_METHODS = REMOTE_METHODS - _PROPERTIES - {"close"}
+_READ_AHEAD = frozenset({"search", "expand", "session", "sessions", "index", "recall_tool"})
+"""The calls whose answer depends on the store alone. Not ``sql_query`` (SQL may read the clock
+or ``random()``: an answer ahead would be the earlier one), nor ``close``, nor a property."""
+_MAX_STATEMENTS = 64
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
 _DEFERRED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_LINE_ENDS = re.compile(r"\r\n|\r|\n")  # Python's own: str.splitlines splits on more
 
 
 def first_ms_call(source: str) -> dict[str, Any] | None:
@@ -59,16 +68,16 @@ def first_ms_call(source: str) -> dict[str, Any] | None:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    lines = source.splitlines()
-    for statement in tree.body:
+    lines = _LINE_ENDS.split(source)
+    for statement in tree.body[:_MAX_STATEMENTS]:
         if not isinstance(statement, _SIMPLE):
             return None  # a block: which call runs first is not in the text
         if "ms" not in "".join(lines[statement.lineno - 1 : statement.end_lineno]):
             continue  # names nothing called ms (the common case: no walk)
         uses = _ms_uses(statement)
-        if uses:
-            first = min(uses, key=lambda node: (node.lineno, node.col_offset))
-            return _request(first) if isinstance(first, ast.Call) else None
+        if uses:  # the first use of ms decides: a call read ahead, or nothing
+            _, call = min(uses, key=lambda use: (use[0].lineno, use[0].col_offset))
+            return _request(call) if call is not None else None
         if any(_rebinds_ms(node) for node in ast.walk(statement)):
             return None
     return None
@@ -95,47 +104,38 @@ class AheadCall:
     extended: bool = False
     """Whether its request arrived while it ran, so that it went on as that call."""
 
-    def serves(self, cell: int, message: Mapping[str, Any], version: int) -> bool:
-        """Whether this answer is the one the call ``message`` of ``cell`` would get now."""
-        return (
-            self.answer is not None
-            and cell == self.cell
-            and version == self.version
-            and call_key(message) == self.key
-        )
+    def answer_for(self, cell: int, message: Mapping[str, Any], version: int) -> Answer | None:
+        """This answer, if it is the one the call ``message`` of ``cell`` would get now."""
+        if cell == self.cell and version == self.version and call_key(message) == self.key:
+            return self.answer
+        return None
 
 
-def _ms_uses(statement: ast.stmt) -> list[ast.Call | ast.Attribute]:
-    # What reaches the reader when the statement runs: a call of an ms method, or a read of
-    # an ms property (ms.has_fts5 is a call too: it would come first); not in a lambda or a
-    # comprehension, which may never run.
-    found: list[ast.Call | ast.Attribute] = []
+def _ms_uses(statement: ast.stmt) -> list[tuple[ast.Attribute, ast.Call | None]]:
+    # What reaches the reader when the statement runs: each ms member it names (a call, a
+    # property, anything the worker's ms sends on), with the call when it is one read ahead;
+    # not in a lambda or a comprehension, which may never run.
+    found: list[tuple[ast.Attribute, ast.Call | None]] = []
     pending: list[ast.AST] = [statement]
     while pending:
         node = pending.pop()
         if isinstance(node, _DEFERRED):
             continue
-        if isinstance(node, ast.Call) and _is_ms_method(node.func):
-            found.append(node)
-            pending.extend(node.args)
-            pending.extend(keyword.value for keyword in node.keywords)
+        if isinstance(node, ast.Call) and _is_ms(node.func) and node.func.attr in _READ_AHEAD:
+            found.append((node.func, node))
+            pending.extend([*node.args, *(keyword.value for keyword in node.keywords)])
             continue
-        if isinstance(node, ast.Attribute) and _is_ms_attribute(node, _PROPERTIES):
-            found.append(node)
+        if _is_ms(node) and node.attr in REMOTE_METHODS:
+            found.append((node, None))
         pending.extend(ast.iter_child_nodes(node))
     return found
 
 
-def _is_ms_method(func: ast.expr) -> bool:
-    return _is_ms_attribute(func, _METHODS)
-
-
-def _is_ms_attribute(node: ast.AST, names: frozenset[str]) -> bool:
+def _is_ms(node: ast.AST) -> TypeGuard[ast.Attribute]:
     return (
         isinstance(node, ast.Attribute)
         and isinstance(node.value, ast.Name)
-        and node.value.id == "ms"
-        and node.attr in names
+        and (node.value.id == "ms")
     )
 
 
@@ -152,7 +152,7 @@ def _request(call: ast.Call) -> dict[str, Any] | None:
         return None
     if len(kwargs) != len(call.keywords):
         return None  # **mapping: not literal
-    method = call.func.attr  # type: ignore[attr-defined]  # _is_ms_method checked it
+    method = call.func.attr  # type: ignore[attr-defined]  # _ms_uses checked it
     try:
         getattr(_CAPTURE, method)(*args, **kwargs)
     except _Captured as captured:

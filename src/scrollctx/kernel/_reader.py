@@ -214,11 +214,14 @@ class Reader:
             return
         cell, ahead, self.ahead = channel.last_id, self.ahead, None
         self.last_cell = max(self.last_cell, cell)
-        if ahead is not None and ahead.serves(cell, message, self._version()):
-            reply = ahead.answer.reply(message.get("call"), self.reply_bytes)  # type: ignore[union-attr]
-            self._count(used=1)
-        else:
-            reply = self._answer(message)
+        reply = self._refusal(message)
+        if reply is None:
+            answer = ahead.answer_for(cell, message, self._version()) if ahead else None
+            if answer is not None:
+                self._count(used=1)
+            else:
+                answer = self._call(message)
+            reply = answer.reply(message.get("call"), self.reply_bytes)
         self._send_channel(frame_parts(cell, reply))
 
     def _send_channel(self, frame: bytes | Frame) -> None:
@@ -291,8 +294,7 @@ class Reader:
         try:
             answer = self._call(message)
         finally:
-            deadline.checkpoint = None
-        cut = deadline.expired and not ahead.extended
+            cut, deadline.checkpoint, deadline.cut = deadline.cut, None, False
         self._count(run=1, cut=int(cut))
         if ahead.extended or (answer.error is None and not cut):
             ahead.answer = answer

@@ -315,8 +315,13 @@ class MemoryReader:
         """Have the running reader answer ``request`` now, for the first call over the channel
         of the cell sent as request ``cell`` (:mod:`._ahead`); never waits, never starts a
         reader (a guess the pipe does not take whole at once is dropped)."""
-        if self._process is not None and self.answers_ahead:
-            self._process.offer(encode_frame(cell, {"op": "ms_ahead", **request}))
+        if self._process is None or not self.answers_ahead:
+            return
+        try:
+            frame = encode_frame(cell, {"op": "ms_ahead", **request})
+        except (TypeError, ValueError, RecursionError):  # e.g. an int literal too long for JSON
+            return  # the worker's own call fails the same way, in the cell
+        self._process.offer(frame)
 
     @property
     def calling(self) -> bool:

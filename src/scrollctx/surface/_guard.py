@@ -86,8 +86,10 @@ class Deadline:
 
     A *checkpoint* (``at``, ``go_on``) asks once, when the running statement passes ``at``,
     whether the call may go on: ``go_on()`` returns False to end it there as if its budget had
-    run out (it may also move :attr:`expires_at`). A call answered ahead of its request
-    (:mod:`scrollctx.kernel._reader`) uses it to give up early unless the request has come.
+    run out, and then :attr:`cut` ends every later statement of the call at its first progress
+    check too, until its owner resets it (``go_on`` may also move :attr:`expires_at`). A call
+    answered ahead of its request (:mod:`scrollctx.kernel._reader`) uses it to give up early
+    unless the request has come.
     """
 
     def __init__(self) -> None:
@@ -95,6 +97,8 @@ class Deadline:
         self.expired = False
         self.interrupt: BaseException | None = None
         self.checkpoint: tuple[float, Callable[[], bool]] | None = None
+        self.cut = False
+        """Whether a checkpoint said no (not reset by :meth:`running`: a call may run many)."""
 
     def __call__(self) -> int:
         try:
@@ -103,9 +107,10 @@ class Deadline:
             now, checkpoint = time.monotonic(), self.checkpoint
             if checkpoint is not None and now >= checkpoint[0]:
                 self.checkpoint = None
-                if not checkpoint[1]():
-                    self.expired = True
-                    return 1
+                self.cut = not checkpoint[1]()
+            if self.cut:
+                self.expired = True
+                return 1
             if now > self.expires_at:
                 self.expired = True
                 return 1
