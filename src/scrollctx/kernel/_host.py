@@ -373,6 +373,8 @@ class Kernel:
                 f"a cell of {len(source):,} characters is too large (at most {MAX_FRAME // 4:,}); "
                 "put big data in a file in scratch, or pass it through a tool"
             )
+        cell_id = next(self._ids)
+        self._ask_ahead(source, cell_id)  # first: the reader runs it while the rest is done
         self._refresh()
         self.start()
         self._cells += 1
@@ -383,7 +385,7 @@ class Kernel:
             notice = self._revive()
             if self.status is not None and not self.status.holds:
                 return self._refusal(notice)
-        return self._run(source, limit, notice)
+        return self._run(source, cell_id, limit, notice)
 
     def _revive(self) -> str:
         exit_text = self._worker.exit_text() if self._worker else "not running"
@@ -391,11 +393,10 @@ class Kernel:
         self._boot("restarted after the worker ended between cells")
         return f"the worker had ended since the last cell ({exit_text}); " + NAMESPACE_LOST
 
-    def _run(self, source: str, limit: float, notice: str | None) -> CellResult:
+    def _run(self, source: str, cell_id: int, limit: float, notice: str | None) -> CellResult:
         worker = self._worker
         if worker is None:
             raise WorkerCrashed("no kernel worker is running; call start() or restart()")
-        cell_id = next(self._ids)
         self._calls, self._host_notes = [], []
         self._log_store_errors()
         started = time.monotonic()
@@ -408,7 +409,6 @@ class Kernel:
         }
         try:
             self._set_busy(worker, True)
-            self._ask_ahead(source, cell_id)  # first: the reader starts while the cell is sent
             worker.begin_cell()
             worker.send(encode_frame(cell_id, request), started + limit)
             reply, interrupted = self._await(worker, cell_id, started + limit)
