@@ -341,8 +341,10 @@ def main() -> None:
             ratios = [t / d for t, d in zip(through, direct, strict=True)]
             calls = [i / d for i, d in zip(inside, direct, strict=True)]
             named = reader.ahead_counts if reader is not None else None
+            during = [a - b for a, b in zip(named or (), literal or (), strict=True)]
             print(f"ms.search, query by name : ratio {_ratio(ratios)} (rows = ms.search("
-                  f"queries[i], k=10): nothing to read ahead; answered ahead now {named}); "
+                  f"queries[i], k=10): nothing to read ahead; run, used, cut during these "
+                  f"rounds: {during}); "
                   f"through the kernel {_ms(through)}; in-process {_ms(direct)}; the call "
                   f"inside the worker {_ratio(calls)}")  # fmt: skip
             wall, cpu, cells = bench_search_blocks(kernel, log.path, queries, args.repeats)
