@@ -99,6 +99,7 @@ _OPEN_FILES = 64
 
 CLOCK_START = struct.Struct("=d")
 """The clock's first field alone (written at every call)."""
+_AHEAD_COUNTS = struct.Struct("=QQQ")
 CLOCK = struct.Struct("=dQQQ")
 """The shared call clock's layout: when the running call started (0.0: none runs); then the
 calls answered ahead (:mod:`._ahead`): run, used, and cut short (their request had not come)."""
@@ -323,13 +324,9 @@ class Reader:
 
     def _count(self, *, run: int = 0, used: int = 0, cut: int = 0) -> None:
         if self.clock is not None:
-            started, *counts = CLOCK.unpack_from(self.clock)
-            CLOCK.pack_into(
-                self.clock,
-                0,
-                started,
-                *(n + d for n, d in zip(counts, (run, used, cut), strict=True)),
-            )
+            counts = _AHEAD_COUNTS.unpack_from(self.clock, CLOCK_START.size)
+            added = (n + d for n, d in zip(counts, (run, used, cut), strict=True))
+            _AHEAD_COUNTS.pack_into(self.clock, CLOCK_START.size, *added)
 
     def _on_sigint(self, signum: int, frame: FrameType | None) -> None:
         if self._calling:
