@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from kernel_helpers import WORKER, channel_in_use
 
-from scrollctx.kernel import MemoryReader, ReaderLimits
+from scrollctx.config import resolve_config
+from scrollctx.kernel import Kernel, MemoryReader, ReaderLimits
 from scrollctx.kernel._ahead import MAX_SOURCE, call_key, first_ms_call
 from scrollctx.kernel._reader_host import AheadCounts
-from scrollctx.log import EventLog, Kind, NewEvent
+from scrollctx.log import EventLog, Kind, NewEvent, open_store
 from scrollctx.surface import open_surface
 
 _SLOW = 'ms.search("alpha", k=3)'
@@ -75,6 +76,9 @@ def test_the_first_call_in_the_text_is_the_one_read() -> None:
     assert first_ms_call("print(ms.search('a'))\nms.expand(3)")["method"] == "search"  # type: ignore[index]
     read = first_ms_call("x = (ms.expand(1), ms.search('b'))")
     assert read is not None and read["method"] == "expand"
+    # a comprehension's first iterable runs at once, as the statement does
+    read = first_ms_call("print([r['seq'] for r in ms.search('c')])")
+    assert read is not None and read["kwargs"]["query"] == "c"
 
 
 @pytest.mark.parametrize(
@@ -257,3 +261,30 @@ def test_a_call_too_large_to_encode_fails_in_the_cell_not_the_host(tmp_path: Pat
         assert result.error is not None and "Exceeds the limit" in result.error
         assert reader.ahead_counts == AheadCounts(0, 0, 0)
         assert session.kernel.run_cell('print(len(ms.search("adoption")) > 0)').stdout == "True\n"
+
+
+def test_on_a_shared_store_the_guess_reads_the_replica_after_its_refresh(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    # Each cell first brings this host's replica up to date with the other hosts' rows; a
+    # guess run before that would read the replica without them and go unused (the refresh
+    # commits them): run after it, the guess is the call's answer, other hosts' rows and all.
+    environ = {"SCROLL_LOCAL_DIR": str(tmp_path / "here")}
+    here = open_store(resolve_config(postgres_url, environ=environ))
+    other_host = open_store(resolve_config(postgres_url, environ={
+        "SCROLL_LOCAL_DIR": str(tmp_path / "other")}))  # fmt: skip
+    try:
+        here.append(NewEvent(session_id="k1", kind=Kind.CONVERSATION, content="warm up"))
+        with Kernel(event_log=here, session_id="k1", scratch=tmp_path / "scratch") as kernel:
+            assert kernel.start_reader() and kernel.run_cell("ms.has_fts5").ok
+            reader = kernel.reader
+            assert reader is not None
+            other_host.append(NewEvent(session_id="k1", kind=Kind.CONVERSATION,
+                                       content="the okapi crossed the river"))  # fmt: skip
+            before = reader.ahead_counts
+            result = kernel.run_cell('print([r["content"] for r in ms.search("okapi", k=3)])')
+            assert result.stdout == "['the okapi crossed the river']\n", result.error
+            assert _since(reader, before) == AheadCounts(run=1, used=1, cut=0)
+    finally:
+        other_host.close()
+        here.close()

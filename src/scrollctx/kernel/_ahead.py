@@ -26,10 +26,10 @@ loading the embedding model for its first semantic search, is not cut.)
 What is read: the calls whose answer depends on the store alone (:data:`_READ_AHEAD`: not
 ``sql_query``, whose SQL may read the clock or ``random()``), with literal arguments only
 (``ast.literal_eval``), in the cell's opening simple statements (at most 64), outside lambdas
-and comprehensions; the first use of ``ms`` decides (a property read, a call of another kind or
-with computed arguments first means nothing is read), and reading stops at a statement that
-rebinds ``ms`` or opens a block. Cells longer than :data:`MAX_SOURCE` are not read at all (the
-host parses nothing larger).
+and comprehensions (but for a comprehension's first iterable, which runs at once); the first
+use of ``ms`` decides (a property read, a call of another kind or with computed arguments first
+means nothing is read), and reading stops at a statement that rebinds ``ms`` or opens a block.
+Cells longer than :data:`MAX_SOURCE` are not read at all (the host parses nothing larger).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ _READ_AHEAD = frozenset({"search", "expand", "session", "sessions", "index", "re
 or ``random()``: an answer ahead would be the earlier one), nor ``close``, nor a property."""
 _MAX_STATEMENTS = 64
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
-_DEFERRED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _LINE_ENDS = re.compile(r"\r\n|\r|\n")  # Python's own: str.splitlines splits on more
 
 
@@ -114,12 +114,15 @@ class AheadCall:
 def _ms_uses(statement: ast.stmt) -> list[tuple[ast.Attribute, ast.Call | None]]:
     # What reaches the reader when the statement runs: each ms member it names (a call, a
     # property, anything the worker's ms sends on), with the call when it is one read ahead;
-    # not in a lambda or a comprehension, which may never run.
+    # not in a lambda, nor in a comprehension past its first iterable, which may never run.
     found: list[tuple[ast.Attribute, ast.Call | None]] = []
     pending: list[ast.AST] = [statement]
     while pending:
         node = pending.pop()
-        if isinstance(node, _DEFERRED):
+        if isinstance(node, _COMPREHENSIONS):
+            pending.append(node.generators[0].iter)  # evaluated at once; the rest may never be
+            continue
+        if isinstance(node, ast.Lambda):
             continue
         if isinstance(node, ast.Call) and _is_ms(node.func) and node.func.attr in _READ_AHEAD:
             found.append((node.func, node))

@@ -374,8 +374,10 @@ class Kernel:
                 "put big data in a file in scratch, or pass it through a tool"
             )
         cell_id = next(self._ids)
-        self._ask_ahead(source, cell_id)  # first: the reader runs it while the rest is done
         self._refresh()
+        # Right after the refresh (a shared store's replica taking other hosts' rows would make
+        # an earlier guess stale), before the rest: the reader runs it while that is done.
+        self._ask_ahead(source, cell_id)
         self.start()
         self._cells += 1
         notice, self._notice = self._notice, None
