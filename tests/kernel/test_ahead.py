@@ -67,15 +67,15 @@ def test_a_literal_call_is_read_as_the_worker_s_ms_would_send_it() -> None:
     kwargs = request["kwargs"]
     assert (kwargs["query"], kwargs["k"], kwargs["scope"], kwargs["chars"]) == (
         "adoption agencies", 3, "all", 300)  # fmt: skip
-    # the worker's ms turns rows into their seqs before they cross; so does the reading
-    assert first_ms_call("ms.expand([{'seq': 4}, 5])") == {
-        "method": "expand", "kwargs": {"first": [4, 5], "last": None}}  # fmt: skip
+    assert first_ms_call("ms.sessions(all_agents=True)") == {
+        "method": "sessions", "kwargs": {"all_agents": True}}  # fmt: skip
 
 
 def test_the_first_call_in_the_text_is_the_one_read() -> None:
     assert first_ms_call("print(ms.search('a'))\nms.expand(3)")["method"] == "search"  # type: ignore[index]
-    read = first_ms_call("x = (ms.expand(1), ms.search('b'))")
-    assert read is not None and read["method"] == "expand"
+    read = first_ms_call("x = (ms.index(), ms.search('b'))")
+    assert read is not None and read["method"] == "index"
+    assert first_ms_call("x = (ms.expand(1), ms.search('b'))") is None  # expand comes first
     # a comprehension's first iterable runs at once, as the statement does
     read = first_ms_call("print([r['seq'] for r in ms.search('c')])")
     assert read is not None and read["kwargs"]["query"] == "c"
@@ -99,6 +99,9 @@ def test_the_first_call_in_the_text_is_the_one_read() -> None:
         "ms.search()",  # wrong arguments: the cell gets that error itself
         "ms.search('a', nonsense=1)",
         "ms.sql_query('SELECT 1')",  # SQL may read the clock or random(): never ahead
+        "ms.expand(3)",  # reads payloads back: time a guess could not give up
+        "ms.session('s1')",
+        "ms.recall_tool('call_1')",
         "print(ms.sql_query('SELECT 1'))\nms.search('a')",  # ... and it would come first
         "ms.has_fts5",  # a property: a call too, but with nothing to read
         "print(ms.has_fts5)\nms.search('a')",  # ... and it would come first
@@ -222,6 +225,42 @@ def test_ahead_seconds_zero_turns_answering_ahead_off(tmp_path: Path) -> None:
         result = session.kernel.run_cell('print(list(ms.search("adoption", k=2)))')
         assert result.stdout == _rows(session.log, lambda ms: ms.search("adoption", k=2))
         assert reader.ahead_counts == AheadCounts(0, 0, 0)
+
+
+def test_a_guess_that_goes_unused_leaves_no_trace_in_later_searches(tmp_path: Path) -> None:
+    # The OR pass prunes a term that matches over half the rows, by counts it caches until
+    # the store grows 5%. A guess whose cell fails first fills that cache; the rows added
+    # next (3.75% more) tip "alpha" over half; a search that came after an unused guess must
+    # not prune by its stale count, but by the one it takes itself, as with no guess at all.
+    def rows(words: str, n: int) -> list[NewEvent]:
+        return [NewEvent(session_id="k1", kind=Kind.CONVERSATION, role="user",
+                         content=f"{words} {i}") for i in range(n)]  # fmt: skip
+
+    with channel_in_use(tmp_path) as (session, reader):
+        log = session.log
+        log.append_many([*rows("alpha filler text", 200), *rows("beta lonely word", 10),
+                         *rows("other words gamma", 186)])  # fmt: skip
+        failed = session.kernel.run_cell("1/0\nms.search('alpha beta', k=30)")
+        assert failed.error is not None and reader.ahead_counts.run == 1
+        log.append_many(rows("alpha added", 15))
+        result = session.kernel.run_cell(
+            "hits = ms.search('alpha beta', k=30)\nprint(sorted(h['seq'] for h in hits))"
+        )
+        with open_surface(log.path, session_id="k1") as ms:  # no search ran before this one
+            expected = sorted(h["seq"] for h in ms.search("alpha beta", k=30))
+        assert result.stdout == f"{expected}\n", result.error
+        assert len(expected) == 10  # beta's rows only: alpha is pruned
+
+
+def test_a_guess_too_big_to_send_is_not_kept(tmp_path: Path) -> None:
+    # Its reply would be refused as over the limit: holding it would only cost the reader
+    # memory, so the call runs itself and gets that refusal.
+    limits = ReaderLimits(reply_bytes=600)
+    with channel_in_use(tmp_path, reader_limits=limits) as (session, reader):
+        before = reader.ahead_counts
+        result = session.kernel.run_cell('rows = ms.search("adoption lake deploy", k=50)')
+        assert result.error is not None and "over the 600-byte limit" in result.error
+        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
 
 
 @pytest.mark.parametrize(

@@ -23,13 +23,15 @@ arrived, and then as that call, with the call's whole time budget from then; oth
 statement left in it ends at once. (Time a call spends outside SQLite, encoding its answer or
 loading the embedding model for its first semantic search, is not cut.)
 
-What is read: the calls whose answer depends on the store alone (:data:`_READ_AHEAD`: not
-``sql_query``, whose SQL may read the clock or ``random()``), with literal arguments only
-(``ast.literal_eval``), in the cell's opening simple statements (at most 64), outside lambdas
-and comprehensions (but for a comprehension's first iterable, which runs at once); the first
-use of ``ms`` decides (a property read, a call of another kind or with computed arguments first
-means nothing is read), and reading stops at a statement that rebinds ``ms`` or opens a block.
-Cells longer than :data:`MAX_SOURCE` are not read at all (the host parses nothing larger).
+What is read: ``search``, ``sessions`` and ``index`` (:data:`_READ_AHEAD`: not ``sql_query``,
+whose SQL may read the clock or ``random()``, nor the calls that read payloads back), with
+literal arguments only (``ast.literal_eval``), in the cell's opening simple statements (at
+most 64), outside lambdas and comprehensions (but for a comprehension's first iterable, which
+runs at once); the first use of ``ms`` decides (a property read, another call, or one with
+computed arguments first means nothing is read), and reading stops at a statement that rebinds
+``ms`` or opens a block. Cells longer than :data:`MAX_SOURCE` are not read at all (the host
+parses nothing larger). A guess that goes unused leaves no trace: what the surface keeps from
+call to call (the search's cached term counts) is put back as it was before it ran.
 """
 
 from __future__ import annotations
@@ -50,9 +52,12 @@ __all__ = ["MAX_SOURCE", "AheadCall", "call_key", "first_ms_call"]
 MAX_SOURCE = 4096
 """Cells longer than this (in characters) are not read for a call to answer ahead."""
 
-_READ_AHEAD = frozenset({"search", "expand", "session", "sessions", "index", "recall_tool"})
-"""The calls whose answer depends on the store alone. Not ``sql_query`` (SQL may read the clock
-or ``random()``: an answer ahead would be the earlier one), nor ``close``, nor a property."""
+_READ_AHEAD = frozenset({"search", "sessions", "index"})
+"""The calls read ahead: their answer depends on the store alone, and their time is SQLite's,
+which a guess nobody asks for gives up. Not ``sql_query`` (SQL may read the clock or
+``random()``: an answer ahead would be the earlier one), nor the calls that read payloads back
+(``expand``, ``session``, ``recall_tool``: reading and checking a large one is time a guess
+could not give up), nor ``close``, nor a property."""
 _MAX_STATEMENTS = 64
 _SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Pass)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -100,6 +105,8 @@ class AheadCall:
     """:func:`call_key` of the request it answers."""
     version: int
     """The store's ``data_version`` when it began."""
+    remembered: Any
+    """What the surface kept from call to call before it ran (put back if it goes unused)."""
     answer: Answer | None = None
     extended: bool = False
     """Whether its request arrived while it ran, so that it went on as that call."""

@@ -91,7 +91,7 @@ from scrollctx.kernel._frames import (
 from scrollctx.kernel._sandbox import SandboxPlan, apply_sandbox, die_with_host
 from scrollctx.surface import Budgets, open_surface
 from scrollctx.surface._remote import Answer, error_reply, run_call
-from scrollctx.surface._surface import call_deadline, store_version
+from scrollctx.surface._surface import call_deadline, recall, remembered, store_version
 
 __all__ = ["CLOCK", "main", "reader_plan"]
 
@@ -213,16 +213,13 @@ class Reader:
         except (ProtocolError, WorkerCrashed, OSError):
             self._close_channel()
             return
-        cell, ahead, self.ahead = channel.last_id, self.ahead, None
+        cell = channel.last_id
         self.last_cell = max(self.last_cell, cell)
         reply = self._refusal(message)
         if reply is None:
-            answer = ahead.answer_for(cell, message, self._version()) if ahead else None
-            if answer is not None:
-                self._count(used=1)
-            else:
-                answer = self._call(message)
+            answer = self._answer_ahead(cell, message) or self._call(message)
             reply = answer.reply(message.get("call"), self.reply_bytes)
+        self._drop_ahead()  # only the cell's first request may have it
         self._send_channel(frame_parts(cell, reply))
 
     def _send_channel(self, frame: bytes | Frame) -> None:
@@ -249,6 +246,7 @@ class Reader:
             return {"op": "malformed", "error": str(exc)}
 
     def _answer(self, message: dict[str, Any]) -> bytes:
+        self._drop_ahead()  # a call through the host: the guess would now be out of turn
         refusal = self._refusal(message)
         if refusal is not None:
             return refusal
@@ -286,10 +284,10 @@ class Reader:
     def _run_ahead(self, cell: int, message: dict[str, Any]) -> None:
         # The host's guess at the first call of cell ``cell``; once that cell's first request
         # has come over the channel, the guess is too late to be of use.
-        self.ahead = None
+        self._drop_ahead()
         if self.surface is None or self.channel is None or cell <= self.last_cell:
             return  # (the host sends none when answering ahead is off: ahead_seconds 0)
-        ahead = AheadCall(cell, call_key(message), self._version())
+        ahead = AheadCall(cell, call_key(message), self._version(), remembered(self.surface))
         deadline = call_deadline(self.surface)
         deadline.checkpoint = (time.monotonic() + self.ahead_seconds, lambda: self._go_on(ahead))
         try:
@@ -297,9 +295,29 @@ class Reader:
         finally:
             cut, deadline.checkpoint, deadline.cut = deadline.cut, None, False
         self._count(run=1, cut=int(cut))
-        if ahead.extended or (answer.error is None and not cut):
-            ahead.answer = answer
-            self.ahead = ahead
+        self.ahead, ahead.answer = ahead, answer
+        ended = answer.error is None and not cut and len(answer.encoded) <= self.reply_bytes
+        if not (ahead.extended or ended):
+            self._drop_ahead()  # cut, failed, or too big to send: the call will run itself
+
+    def _answer_ahead(self, cell: int, message: dict[str, Any]) -> Answer | None:
+        # The guess's answer if it is this call's; else the guess is dropped (its traces
+        # undone) before the call runs.
+        ahead = self.ahead
+        answer = ahead.answer_for(cell, message, self._version()) if ahead else None
+        if answer is None:
+            self._drop_ahead()
+        else:
+            self.ahead = None
+            self._count(used=1)
+        return answer
+
+    def _drop_ahead(self) -> None:
+        # An answer ahead that goes unused leaves no trace: what the surface kept from call to
+        # call (the search's term counts) is put back as it was before that guess ran.
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None and self.surface is not None:
+            recall(self.surface, ahead.remembered)
 
     def _go_on(self, ahead: AheadCall) -> bool:
         # At the checkpoint: go on, as the call itself, only if its request is the next frame

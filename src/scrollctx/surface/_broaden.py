@@ -50,6 +50,14 @@ class TermStats:
             self._rows_at_fill = rows
         return rows
 
+    def remembered(self) -> tuple[dict[str, int], int]:
+        """What the cache holds (to put it back: :meth:`recall`)."""
+        return dict(self._df), self._rows_at_fill
+
+    def recall(self, remembered: tuple[dict[str, int], int]) -> None:
+        """Put back what :meth:`remembered` returned: as if the calls since had not run."""
+        self._df, self._rows_at_fill = dict(remembered[0]), remembered[1]
+
     def df(self, term: Term) -> int:
         """Return how many rows match ``term``."""
         key = term.fts()

@@ -115,7 +115,8 @@ class Searcher:
         self._conn = conn
         self._deadline = deadline
         self._budgets = budgets
-        self._stats = TermStats(conn)
+        self.term_stats = TermStats(conn)
+        """Cached term counts the OR pass prunes by: state that outlives a call."""
         self._semantic = SemanticChannel(conn, MODEL_NAME)
         self.has_fts5 = has_fts5
 
@@ -286,7 +287,7 @@ class Searcher:
 
     def _broad(self, parsed: ParsedQuery) -> str | None:
         try:
-            return broad_expression(parsed, self._stats)
+            return broad_expression(parsed, self.term_stats)
         except sqlite3.OperationalError as exc:
             if self._deadline.expired:
                 raise BudgetExceeded from None

@@ -38,7 +38,14 @@ from scrollctx.surface._guard import Deadline, connect_read_only
 from scrollctx.surface._rows import Budgets, ResultRows, as_dict, load_json, row_bytes
 from scrollctx.surface._search import Searcher, SearchOptions
 
-__all__ = ["MemorySurface", "call_deadline", "open_surface", "store_version"]
+__all__ = [
+    "MemorySurface",
+    "call_deadline",
+    "open_surface",
+    "recall",
+    "remembered",
+    "store_version",
+]
 
 _FULL_COLUMNS = """
     c.seq, c.session_id, c.agent_id, c.run_id, c.task_id, c.step_index, c.msg_index, c.kind,
@@ -569,6 +576,18 @@ def store_version(surface: MemorySurface) -> int:
     another connection commits, so a result read earlier still holds while it has not."""
     row = surface._conn.execute("PRAGMA hist.data_version").fetchone()
     return int(row[0])
+
+
+def remembered(surface: MemorySurface) -> Any:
+    """What ``surface`` keeps from one call to the next that can change a later answer (the
+    search's cached term counts): taken before a call answered ahead, and put back with
+    :func:`recall` when that answer goes unused, so that it leaves no trace."""
+    return surface._searcher.term_stats.remembered()
+
+
+def recall(surface: MemorySurface, state: Any) -> None:
+    """Put back what :func:`remembered` returned."""
+    surface._searcher.term_stats.recall(state)
 
 
 def call_deadline(surface: MemorySurface) -> Deadline:
