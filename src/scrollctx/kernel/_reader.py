@@ -143,7 +143,7 @@ class Reader:
         report = apply_sandbox(reader_plan(boot))
         limits = boot["limits"]
         self.reply_bytes = int(limits["reply_bytes"])
-        self.ahead_seconds = float(limits.get("ahead_seconds", 0.0))
+        self.ahead_seconds = float(limits["ahead_seconds"])
         self.memory_hint = _memory_hint(limits)
         self.stall_seconds = float(boot["budgets"]["seconds"])
         # The largest request the host forwards or the worker may send: the kernel's limit of
@@ -215,12 +215,7 @@ class Reader:
             return
         cell = channel.last_id
         self.last_cell = max(self.last_cell, cell)
-        reply = self._refusal(message)
-        if reply is None:
-            answer = self._answer_ahead(cell, message) or self._call(message)
-            reply = answer.reply(message.get("call"), self.reply_bytes)
-        self._drop_ahead()  # only the cell's first request may have it
-        self._send_channel(frame_parts(cell, reply))
+        self._send_channel(frame_parts(cell, self._answer(message, cell)))
 
     def _send_channel(self, frame: bytes | Frame) -> None:
         # A worker that stops reading its replies holds the reader no longer than a call may
@@ -245,12 +240,16 @@ class Reader:
         except ProtocolError as exc:
             return {"op": "malformed", "error": str(exc)}
 
-    def _answer(self, message: dict[str, Any]) -> bytes:
-        self._drop_ahead()  # a call through the host: the guess would now be out of turn
+    def _answer(self, message: dict[str, Any], cell: int | None = None) -> bytes:
+        # Any request ends the guess: the first request of its cell over the channel (``cell``)
+        # gets its answer if it is that call; otherwise the guess is dropped, its traces
+        # undone, before anything runs.
         refusal = self._refusal(message)
+        ahead = self._ahead_answer(cell, message) if refusal is None and cell is not None else None
+        self._drop_ahead()
         if refusal is not None:
             return refusal
-        return self._call(message).reply(message.get("call"), self.reply_bytes)
+        return (ahead or self._call(message)).reply(message.get("call"), self.reply_bytes)
 
     def _refusal(self, message: dict[str, Any]) -> bytes | None:
         call = message.get("call")
@@ -295,20 +294,17 @@ class Reader:
         finally:
             cut, deadline.checkpoint, deadline.cut = deadline.cut, None, False
         self._count(run=1, cut=int(cut))
-        self.ahead, ahead.answer = ahead, answer
+        ahead.answer, self.ahead = answer, ahead
         ended = answer.error is None and not cut and len(answer.encoded) <= self.reply_bytes
         if not (ahead.extended or ended):
             self._drop_ahead()  # cut, failed, or too big to send: the call will run itself
 
-    def _answer_ahead(self, cell: int, message: dict[str, Any]) -> Answer | None:
-        # The guess's answer if it is this call's; else the guess is dropped (its traces
-        # undone) before the call runs.
+    def _ahead_answer(self, cell: int, message: dict[str, Any]) -> Answer | None:
+        # The guess's answer, taken, if it is the one this call would get now.
         ahead = self.ahead
         answer = ahead.answer_for(cell, message, self._version()) if ahead else None
-        if answer is None:
-            self._drop_ahead()
-        else:
-            self.ahead = None
+        if answer is not None:
+            self.ahead = None  # used: what it left in the surface is the call's own
             self._count(used=1)
         return answer
 

@@ -311,22 +311,19 @@ class MemoryReader:
             and bool(self.limits.ahead_seconds)
         )
 
-    def ask_ahead(self, cell: int, request: dict[str, Any]) -> None:
+    def ask_ahead(self, cell: int, request: dict[str, Any]) -> bool:
         """Have the running reader answer ``request`` now, for the first call over the channel
-        of the cell sent as request ``cell`` (:mod:`._ahead`); never waits, never starts a
-        reader (a guess the pipe does not take whole at once is dropped)."""
-        if self._process is None or not self.answers_ahead:
-            return
+        of the cell sent as request ``cell`` (:mod:`._ahead`); return whether it was sent.
+        Never waits, never starts a reader: a guess the pipe does not take whole at once is
+        dropped, so the stream is never torn."""
+        process = self._process if self.answers_ahead else None
+        if process is None:
+            return False
         try:
             frame = encode_frame(cell, {"op": "ms_ahead", **request})
         except (TypeError, ValueError, RecursionError):  # e.g. an int literal too long for JSON
-            return  # the worker's own call fails the same way, in the cell
-        self._process.offer(frame)
-
-    @property
-    def calling(self) -> bool:
-        """Whether the running reader is inside a call now (its call clock is set)."""
-        return self._watch is not None and self._watch.call_started() > 0
+            return False  # the worker's own call fails the same way, in the cell
+        return process.offer(frame)
 
     @property
     def ahead_counts(self) -> AheadCounts:
