@@ -13,6 +13,7 @@ import pytest
 
 from scrollctx.log import EventLog, Kind, NewEvent
 from scrollctx.surface import _broaden, open_surface
+from scrollctx.surface._surface import recall, remembered
 
 _FILLER = " ".join(f"filler{i}" for i in range(60))
 
@@ -80,3 +81,22 @@ def test_trace_hook_sees_the_or_pass_when_it_is_needed(tmp_path: Path) -> None:
         hits = ms.search("alpha beta", k=3)
     assert len(hits) == 3
     assert len([s for s in statements if "MATCH" in s and "count(*)" not in s]) == 2
+
+
+def test_term_counts_put_back_are_exactly_those_remembered(tmp_path: Path) -> None:
+    # What a call answered ahead and then left unused must not leave behind (kernel/_ahead.py):
+    # the OR pass's cached counts, put back as they were, across new counts and a refill.
+    path = _store(tmp_path, [f"alpha beta {i}" for i in range(200)])
+    with open_surface(path) as ms:
+        ms.search("alpha beta", k=300)  # fewer AND hits than k: the OR pass counts its terms
+        state = remembered(ms)
+        counted = dict(state[0])
+        ms.search("alpha gamma", k=300)  # one count more
+        with EventLog.open(path) as log:  # more than 5% more rows: the next count refills
+            log.append_many(NewEvent(session_id="s", kind=Kind.CONVERSATION, content=f"delta {i}")
+                            for i in range(20))  # fmt: skip
+        ms.search("delta beta", k=300)
+        assert remembered(ms)[0] != counted
+        recall(ms, state)
+        counts, size, rows = remembered(ms)
+        assert (counts, size, rows) == (counted, len(counted), state[2]) and counted

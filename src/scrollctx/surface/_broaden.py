@@ -17,6 +17,7 @@ grows by more than 5%.
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 
 from scrollctx.surface._query import ParsedQuery, Term
@@ -46,17 +47,22 @@ class TermStats:
         row = self._conn.execute("SELECT max(seq) FROM hist.conversation_history").fetchone()
         rows = int(row[0] or 0)
         if rows > self._rows_at_fill * 1.05:
-            self._df.clear()
+            self._df = {}  # a new dict, not cleared: one remembered earlier stays as it was
             self._rows_at_fill = rows
         return rows
 
-    def remembered(self) -> tuple[dict[str, int], int]:
-        """What the cache holds (to put it back: :meth:`recall`)."""
-        return dict(self._df), self._rows_at_fill
+    def remembered(self) -> tuple[dict[str, int], int, int]:
+        """What the cache holds, without copying it (to put it back: :meth:`recall`): counts
+        are only ever added to a dict, in order (a refill starts a new one), so the dict and
+        its length then say which were there."""
+        return self._df, len(self._df), self._rows_at_fill
 
-    def recall(self, remembered: tuple[dict[str, int], int]) -> None:
+    def recall(self, remembered: tuple[dict[str, int], int, int]) -> None:
         """Put back what :meth:`remembered` returned: as if the calls since had not run."""
-        self._df, self._rows_at_fill = dict(remembered[0]), remembered[1]
+        counts, kept, self._rows_at_fill = remembered
+        for key in list(itertools.islice(counts, kept, None)):
+            del counts[key]
+        self._df = counts
 
     def df(self, term: Term) -> int:
         """Return how many rows match ``term``."""
