@@ -26,7 +26,7 @@ from scrollctx.errors import IntegrityError, MissingDependency, QueryError
 from scrollctx.surface import Budgets, MemorySurface, RemoteSurface, ResultRows, open_surface
 from scrollctx.surface._codec import Opaque, dumps, from_wire, to_wire
 from scrollctx.surface._filters import Binding
-from scrollctx.surface._remote import answer_call, error_reply, rebuild_error
+from scrollctx.surface._remote import error_reply, rebuild_error, run_call
 
 
 def _wire(value: Any) -> Any:
@@ -93,14 +93,19 @@ def test_rows_take_the_plain_path_and_blobs_the_tagged_one() -> None:
 # -- the API ----------------------------------------------------------------------------------
 
 
+def _answered(surface: MemorySurface, message: dict[str, Any], limit: int) -> dict[str, Any]:
+    # What the memory reader does with one request: run it, write the reply (as bytes).
+    answer = run_call(surface, message, memory_hint="(test)")
+    reply: dict[str, Any] = json.loads(answer.reply(message.get("call"), limit))
+    return reply
+
+
 def _over_the_wire(surface: MemorySurface, limit: int = 10**8) -> Callable[..., dict[str, Any]]:
     calls = itertools.count(1)
 
     def transport(request: dict[str, Any]) -> dict[str, Any]:
         message = json.loads(json.dumps({"op": "ms", "call": next(calls), **request}))
-        reply: dict[str, Any] = json.loads(answer_call(surface, message, limit=limit,
-                                                       memory_hint="(test)"))  # fmt: skip
-        return reply
+        return _answered(surface, message, limit)
 
     return transport
 
@@ -280,7 +285,7 @@ def test_a_reply_over_the_limit_becomes_an_error_saying_so(store_path: Path) -> 
 @given(st.dictionaries(st.text(max_size=8), _JSON, max_size=4))
 def test_answering_any_request_never_raises(store_path: Path, message: dict[str, Any]) -> None:
     with open_surface(store_path) as server:
-        reply = json.loads(answer_call(server, message, limit=10**6, memory_hint=""))
+        reply = _answered(server, message, 10**6)
     assert reply["op"] == "ms_result" and isinstance(reply["ok"], bool)
     if not reply["ok"]:
         assert isinstance(rebuild_error(reply["error"]), Exception)

@@ -9,8 +9,8 @@ here); every other public member (``search``, ``expand``, ``sql_query``, ``sessi
 the original's name, signature, defaults, annotations and docstring, so ``help()``, argument
 errors and ``ms.help()`` read as they do in-process. A call binds its arguments exactly as the
 original would, then crosses as one message through a *transport* (a function from request to
-reply: the kernel worker's frame pipe, or the host's reader process) to :func:`answer_call`,
-which runs it on a real ``MemorySurface``.
+reply: the kernel worker's frame pipe, or the host's reader process) to :func:`run_call`,
+which runs it on a real ``MemorySurface``; :meth:`Answer.reply` writes the reply.
 
 Messages (JSON objects; the caller's framing adds the request id)::
 
@@ -30,8 +30,9 @@ Invariants:
   in ``notes`` and collect here until :meth:`drain_notes`, and an error is rebuilt as the same
   class with the same arguments, attributes and cause (classes from ``scrollctx.errors``,
   builtins and ``sqlite3`` only; anything else arrives as ``RuntimeError``);
-- :func:`answer_call` never raises for what a request holds, and never returns more than its
-  ``limit`` of bytes: a larger result becomes a :class:`~scrollctx.errors.QueryError` saying so.
+- :func:`run_call` never raises for what a request holds, and :meth:`Answer.reply` never
+  returns more than its ``limit`` of bytes: a larger result becomes a
+  :class:`~scrollctx.errors.QueryError` saying so.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from scrollctx.surface._filters import Binding
 from scrollctx.surface._rows import Budgets, ResultRows
 from scrollctx.surface._surface import MemorySurface, _seqs_of, _sql_params
 
-__all__ = ["Answer", "RemoteSurface", "Transport", "answer_call", "error_reply", "run_call"]
+__all__ = ["Answer", "RemoteSurface", "Transport", "error_reply", "run_call"]
 
 Transport = Callable[[dict[str, Any]], dict[str, Any]]
 """Sends one request (``{"method", "kwargs"}``) and returns the decoded reply."""
@@ -322,14 +323,6 @@ def run_call(surface: MemorySurface, message: Mapping[str, Any], *, memory_hint:
     encoded = f',"tagged":{"true" if tagged else "false"},"value":{text}}}'
     return Answer(method, notes=tuple(surface.drain_notes()), shape=shape,
                   encoded=encoded.encode("utf-8", "replace"))  # fmt: skip
-
-
-def answer_call(
-    surface: MemorySurface, message: Mapping[str, Any], *, limit: int, memory_hint: str
-) -> bytes:
-    """Run one request on ``surface`` and return the reply bytes (at most ``limit`` of them)."""
-    answer = run_call(surface, message, memory_hint=memory_hint)
-    return answer.reply(message.get("call"), limit)
 
 
 def _run(surface: MemorySurface, method: object, raw: object) -> Any:
