@@ -276,6 +276,11 @@ def locomo_questions(data: Path, limit: int) -> list[str]:
     return questions[:limit]
 
 
+def _over(values: list[float], baselines: list[float]) -> list[float]:
+    """Round by round, each value over its round's baseline."""
+    return [value / base for value, base in zip(values, baselines, strict=True)]
+
+
 def _ratio(values: list[float]) -> str:
     low, mid, high = spread(values)
     return f"{mid:.2f}x (min {low:.2f}x, max {high:.2f}x)"
@@ -320,33 +325,29 @@ def main() -> None:
                   f"(in-process exec: {local * 1e6:.2f} us; target < 2 ms)")  # fmt: skip
             queries = locomo_questions(args.data, args.queries)
             through, direct, inside, cpu = bench_search(kernel, log.path, queries, args.repeats)
-            ratios = [t / d for t, d in zip(through, direct, strict=True)]
-            low, mid, high = spread(ratios)
-            calls = [i / d for i, d in zip(inside, direct, strict=True)]
+            low, mid, high = spread(_over(through, direct))
             print(f"ms.search via kernel     : ratio {mid:.2f}x median (min {low:.2f}x, max "
                   f"{high:.2f}x) of {args.repeats} rounds of {len(queries)} queries; target "
                   f"<= 1.5x; through the kernel {_ms(through)}; in-process {_ms(direct)}; "
-                  f"the call timed inside the worker {_ms(inside)}, ratio {_ratio(calls)} "
+                  f"the call timed inside the worker {_ms(inside)}, ratio "
+                  f"{_ratio(_over(inside, direct))} "
                   "(the cell's own round trip left out)")  # fmt: skip
             low, mid, high = spread(cpu)
             print(f"ms.search CPU time       : ratio {mid:.2f}x median (min {low:.2f}x, max "
                   f"{high:.2f}x): worker + memory reader + host per search, against the "
                   "in-process call (scheduling delays excluded)")  # fmt: skip
-            reader = kernel.reader
-            literal = reader.ahead_counts if reader is not None else None
-            print(f"answered ahead           : {literal} (each cell's search read off its "
+            assert kernel.reader is not None  # bench_search ran through it
+            read_ahead = kernel.reader.ahead_counts
+            print(f"answered ahead           : {read_ahead} (each cell's search read off its "
                   "text and run while the worker starts the cell)")  # fmt: skip
             through, direct, inside, _ = bench_search(kernel, log.path, queries, args.repeats,
                                                       named=True)  # fmt: skip
-            ratios = [t / d for t, d in zip(through, direct, strict=True)]
-            calls = [i / d for i, d in zip(inside, direct, strict=True)]
-            named = reader.ahead_counts if reader is not None else None
-            during = [a - b for a, b in zip(named or (), literal or (), strict=True)]
-            print(f"ms.search, query by name : ratio {_ratio(ratios)} (rows = ms.search("
-                  f"queries[i], k=10): nothing to read ahead; run, used, cut during these "
-                  f"rounds: {during}); "
-                  f"through the kernel {_ms(through)}; in-process {_ms(direct)}; the call "
-                  f"inside the worker {_ratio(calls)}")  # fmt: skip
+            during = [n - b for n, b in zip(kernel.reader.ahead_counts, read_ahead, strict=True)]
+            print(f"ms.search, query by name : ratio {_ratio(_over(through, direct))} (rows = "
+                  "ms.search(queries[i], k=10): nothing to read ahead; run, used, cut during "
+                  f"these rounds: {during}); through the kernel {_ms(through)}; in-process "
+                  f"{_ms(direct)}; the call inside the worker "
+                  f"{_ratio(_over(inside, direct))}")  # fmt: skip
             wall, cpu, cells = bench_search_blocks(kernel, log.path, queries, args.repeats)
             print(f"ms.search, in blocks     : {len(queries)} calls in one cell: wall time "
                   f"{_ratio(wall)}, CPU time {_ratio(cpu)} of the in-process loop's (the hop "
