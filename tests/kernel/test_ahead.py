@@ -11,15 +11,19 @@ what happened; the rows say that what the cell got is right.
 
 from __future__ import annotations
 
+import os
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from kernel_helpers import WORKER, channel_in_use
 
 from scrollctx.config import resolve_config
-from scrollctx.kernel import Kernel, MemoryReader, ReaderLimits
+from scrollctx.kernel import CellResult, Kernel, MemoryReader, ReaderLimits
 from scrollctx.kernel._ahead import MAX_SOURCE, call_key, first_ms_call
 from scrollctx.kernel._reader_host import AheadCounts
 from scrollctx.log import EventLog, Kind, NewEvent, open_store
@@ -41,6 +45,26 @@ def _grow(log: EventLog) -> None:
 def _since(reader: MemoryReader, before: AheadCounts) -> AheadCounts:
     now = reader.ahead_counts
     return AheadCounts(*(a - b for a, b in zip(now, before, strict=True)))
+
+
+def _counted(kernel: Kernel, reader: MemoryReader, cell: str) -> tuple[CellResult, AheadCounts]:
+    """Run ``cell``; return its result and what it cost in guesses (run, used, cut)."""
+    before = reader.ahead_counts
+    result = kernel.run_cell(cell)
+    return result, _since(reader, before)
+
+
+@dataclass
+class _Watched:
+    """The reader a host tool waits on, and its counts before the cell (set once it runs)."""
+
+    reader: MemoryReader | None = None
+    before: AheadCounts = AheadCounts(0, 0, 0)
+
+    def wait(self, passed: Callable[[AheadCounts], bool]) -> None:
+        """Return once the counts since the cell began pass the test."""
+        reader = self.reader
+        assert reader is not None and _wait_until(lambda: passed(_since(reader, self.before)))
 
 
 def _wait_until(condition: Callable[[], bool]) -> bool:
@@ -133,41 +157,32 @@ def test_a_literal_first_call_is_answered_ahead_with_the_rows_the_call_would_get
     tmp_path: Path,
 ) -> None:
     with channel_in_use(tmp_path) as (session, reader):
-        before = reader.ahead_counts
-        result = session.kernel.run_cell(
-            'rows = ms.search("adoption agencies", k=3)\nprint(list(rows))'
-        )
+        cell = 'rows = ms.search("adoption agencies", k=3)\nprint(list(rows))'
+        result, cost = _counted(session.kernel, reader, cell)
         assert result.stdout == _rows(session.log, lambda ms: ms.search("adoption agencies", k=3))
-        assert _since(reader, before) == AheadCounts(run=1, used=1, cut=0)
+        assert cost == AheadCounts(run=1, used=1, cut=0)
 
 
 def test_a_commit_before_the_call_keeps_the_answer_ahead_from_being_used(tmp_path: Path) -> None:
     # The tool appends an event once the answer ahead is ready: that answer has not seen it.
-    state: dict[str, object] = {}
+    watched = _Watched()
+    logs: list[EventLog] = []
 
     def okapi() -> str:
         """Log that an okapi walked by, once the reader has answered the cell's call ahead."""
-        reader, runs = state["reader"], state["runs"]
-        assert _wait_until(lambda: reader.ahead_counts.run > runs)  # type: ignore[attr-defined,operator]
-        state["log"].append(  # type: ignore[attr-defined]
-            NewEvent(
-                session_id="k1",
-                kind=Kind.CONVERSATION,
-                role="user",
-                content="An okapi walked by the lake.",
-            )  # fmt: skip
-        )
+        watched.wait(lambda since: since.run > 0)
+        logs[0].append(NewEvent(session_id="k1", kind=Kind.CONVERSATION, role="user",
+                                content="An okapi walked by the lake."))  # fmt: skip
         return "logged"
 
     with channel_in_use(tmp_path, tools=[okapi]) as (session, reader):
-        before = reader.ahead_counts
-        state.update(reader=reader, runs=before.run, log=session.log)
-        result = session.kernel.run_cell(
-            'okapi()\nrows = ms.search("okapi", k=5)\nprint([r["content"] for r in rows])'
-        )
+        logs.append(session.log)
+        watched.reader, watched.before = reader, reader.ahead_counts
+        cell = 'okapi()\nrows = ms.search("okapi", k=5)\nprint([r["content"] for r in rows])'
+        result, cost = _counted(session.kernel, reader, cell)
         assert result.ok, result.error
         assert "An okapi walked by the lake." in result.stdout
-        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
+        assert cost == AheadCounts(run=1, used=0, cut=0)
 
 
 @pytest.mark.parametrize(
@@ -182,10 +197,9 @@ def test_a_commit_before_the_call_keeps_the_answer_ahead_from_being_used(tmp_pat
 )
 def test_a_call_other_than_the_one_read_first_runs_as_usual(tmp_path: Path, opening: str) -> None:
     with channel_in_use(tmp_path) as (session, reader):
-        before = reader.ahead_counts
-        result = session.kernel.run_cell(f"{opening}\nprint(list(rows))")
+        result, cost = _counted(session.kernel, reader, f"{opening}\nprint(list(rows))")
         assert result.stdout == _rows(session.log, lambda ms: ms.search("lake", k=2))
-        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
+        assert cost == AheadCounts(run=1, used=0, cut=0)
 
 
 def test_an_answer_ahead_goes_on_as_the_call_once_its_request_has_come(tmp_path: Path) -> None:
@@ -194,29 +208,27 @@ def test_an_answer_ahead_goes_on_as_the_call_once_its_request_has_come(tmp_path:
     limits = ReaderLimits(ahead_seconds=0.01)
     with channel_in_use(tmp_path, reader_limits=limits) as (session, reader):
         _grow(session.log)
-        before = reader.ahead_counts
-        result = session.kernel.run_cell(f"rows = {_SLOW}\nprint(list(rows))")
+        result, cost = _counted(session.kernel, reader, f"rows = {_SLOW}\nprint(list(rows))")
         assert result.stdout == _rows(session.log, lambda ms: ms.search("alpha", k=3))
-        assert _since(reader, before) == AheadCounts(run=1, used=1, cut=0)
+        assert cost == AheadCounts(run=1, used=1, cut=0)
 
 
 def test_an_answer_ahead_whose_request_has_not_come_is_given_up(tmp_path: Path) -> None:
-    state: dict[str, object] = {}
+    watched = _Watched()
 
     def hold() -> str:
         """Return once the reader has given up the cell's call answered ahead."""
-        reader, cut = state["reader"], state["cut"]
-        assert _wait_until(lambda: reader.ahead_counts.cut > cut)  # type: ignore[attr-defined,operator]
+        watched.wait(lambda since: since.cut > 0)
         return "given up"
 
     limits = ReaderLimits(ahead_seconds=0.01)
     with channel_in_use(tmp_path, tools=[hold], reader_limits=limits) as (session, reader):
         _grow(session.log)
-        before = reader.ahead_counts
-        state.update(reader=reader, cut=before.cut)
-        result = session.kernel.run_cell(f"hold()\nrows = {_SLOW}\nprint(list(rows))")
+        watched.reader, watched.before = reader, reader.ahead_counts
+        cell = f"hold()\nrows = {_SLOW}\nprint(list(rows))"
+        result, cost = _counted(session.kernel, reader, cell)
         assert result.stdout == _rows(session.log, lambda ms: ms.search("alpha", k=3))
-        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=1)
+        assert cost == AheadCounts(run=1, used=0, cut=1)
 
 
 def test_ahead_seconds_zero_turns_answering_ahead_off(tmp_path: Path) -> None:
@@ -258,10 +270,10 @@ def test_a_guess_too_big_to_send_is_not_kept(tmp_path: Path) -> None:
     # memory, so the call runs itself and gets that refusal.
     limits = ReaderLimits(reply_bytes=600)
     with channel_in_use(tmp_path, reader_limits=limits) as (session, reader):
-        before = reader.ahead_counts
-        result = session.kernel.run_cell('rows = ms.search("adoption lake deploy", k=50)')
+        cell = 'rows = ms.search("adoption lake deploy", k=50)'
+        result, cost = _counted(session.kernel, reader, cell)
         assert result.error is not None and "over the 600-byte limit" in result.error
-        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
+        assert cost == AheadCounts(run=1, used=0, cut=0)
 
 
 @pytest.mark.parametrize(
@@ -281,16 +293,16 @@ def test_a_frame_the_reader_refuses_is_refused_even_when_it_matches_a_guess(
             "request = first_ms_call('ms.search(\"adoption\")')\n"
         )
         assert session.kernel.run_cell(prelude).ok
-        before = reader.ahead_counts
-        result = session.kernel.run_cell(
+        cell = (
             f"os.write(w.channel.fd, frame({forged}))\n"
             "reply = w.channel.read(time.monotonic() + 10)\n"
             'rows = ms.search("adoption")\n'
             "print(reply['ok'], 'refused a request' in json.dumps(reply['error']), list(rows))"
         )
+        result, cost = _counted(session.kernel, reader, cell)
         expected = _rows(session.log, lambda ms: ms.search("adoption"))
         assert result.stdout == f"False True {expected}", result.error
-        assert _since(reader, before) == AheadCounts(run=1, used=0, cut=0)
+        assert cost == AheadCounts(run=1, used=0, cut=0)
 
 
 def test_a_call_too_large_to_encode_fails_in_the_cell_not_the_host(tmp_path: Path) -> None:
@@ -321,10 +333,44 @@ def test_on_a_shared_store_the_guess_reads_the_replica_after_its_refresh(
             assert reader is not None
             other_host.append(NewEvent(session_id="k1", kind=Kind.CONVERSATION,
                                        content="the okapi crossed the river"))  # fmt: skip
-            before = reader.ahead_counts
-            result = kernel.run_cell('print([r["content"] for r in ms.search("okapi", k=3)])')
+            cell = 'print([r["content"] for r in ms.search("okapi", k=3)])'
+            result, cost = _counted(kernel, reader, cell)
             assert result.stdout == "['the okapi crossed the river']\n", result.error
-            assert _since(reader, before) == AheadCounts(run=1, used=1, cut=0)
+            assert cost == AheadCounts(run=1, used=1, cut=0)
     finally:
         other_host.close()
         here.close()
+
+
+def test_a_guess_the_pipe_cannot_take_whole_is_dropped_never_torn(tmp_path: Path) -> None:
+    # With the reader stopped, its pipe is filled with guesses of about 4 KB (one page each),
+    # drained, then filled again to one page short: a guess larger than a pipe writes whole
+    # (PIPE_BUF) would now go in only in part, so it is not written at all. The reader,
+    # resumed, reads every frame whole: the host's next call through its pipe is answered, by
+    # the same reader.
+    def guess(pad: int) -> dict[str, object]:
+        return {"method": "sessions", "kwargs": {"all_agents": "x" * pad}}
+
+    with channel_in_use(tmp_path) as (session, reader):
+        pid, restarts, before = reader.pid, reader.restarts, reader.ahead_counts
+        assert pid is not None
+        with _stopped(pid):
+            pages = 0
+            while reader.ask_ahead(10**6 + pages, guess(3_900)):
+                pages += 1
+        assert pages > 1 and _wait_until(lambda: _since(reader, before).run == pages)
+        with _stopped(pid):
+            assert all(reader.ask_ahead(2 * 10**6 + n, guess(3_900)) for n in range(pages - 1))
+            assert not reader.ask_ahead(3 * 10**6, guess(4_200))  # over PIPE_BUF
+        reply = reader.request({"method": "has_fts5", "kwargs": {}})
+        assert reply["ok"] is True and reply["value"] is True
+        assert (reader.pid, reader.restarts) == (pid, restarts)
+
+
+@contextmanager
+def _stopped(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
